@@ -1,0 +1,358 @@
+"""The ``.sem`` container: a checksummed header, a layer table and the layer payloads.
+
+The byte layout is specified in ``docs/format.md``; this module is its only implementation.
+Every byte of a file is covered by a CRC-32 (the header CRC or one per-layer CRC), and every
+length is checked against the bytes actually present before anything is sliced or allocated.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from enum import IntEnum
+
+from semcodec.errors import CorruptData
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MODES",
+    "RESIDUAL_AVIF",
+    "RESIDUAL_NATIVE",
+    "RESIDUAL_NONE",
+    "Header",
+    "LayerKind",
+    "Limits",
+    "layer_sizes",
+    "pack",
+    "read_header",
+    "sniff",
+    "unpack",
+]
+
+MAGIC = b"\x89SEM\r\n\x1a\n"
+FORMAT_VERSION = 1
+
+RESIDUAL_NONE = 0
+RESIDUAL_NATIVE = 1
+RESIDUAL_AVIF = 2
+_RESIDUAL_CODES = (RESIDUAL_NONE, RESIDUAL_NATIVE, RESIDUAL_AVIF)
+
+# Mode code on disk = number of channels the decoder must give back.
+MODES: dict[str, int] = {"L": 1, "RGB": 3, "RGBA": 4}
+_MODE_BY_CODE = {code: mode for mode, code in MODES.items()}
+
+MAX_MODEL_NAME = 64
+_HASH_RE = re.compile(r"[0-9a-f]{16}")
+
+# magic, version, mode, flags, width, height, quality, backend, map_scale, name_len,
+# compact_levels, model_hash (see docs/format.md, "Fixed header").
+_FIXED = struct.Struct("<8sBBHIIBBBBH8s")
+FIXED_HEADER_SIZE = _FIXED.size  # 34
+_ENTRY = struct.Struct("<BII")  # kind, length, crc32
+_U8 = struct.Struct("<B")
+_U32 = struct.Struct("<I")
+_MAX_LAYERS = 4
+
+
+class LayerKind(IntEnum):
+    """Layer identifiers stored in the layer table; values are part of the file format."""
+
+    SEMANTIC_MAP = 1
+    COMPACT = 2
+    RESIDUAL = 3
+    ALPHA = 4
+
+
+_REQUIRED_LAYERS = (LayerKind.SEMANTIC_MAP, LayerKind.COMPACT)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits checked before any pixel buffer is allocated, so hostile headers are cheap."""
+
+    max_width: int = 65535
+    max_height: int = 65535
+    max_pixels: int = 2**28
+
+    def check(self, width: int, height: int) -> str | None:
+        """Return why ``width`` x ``height`` is unacceptable, or None, so callers pick the error type."""
+        if width <= 0 or height <= 0:
+            return f"zero or negative image dimensions {width}x{height}"
+        if width > self.max_width or height > self.max_height:
+            return (
+                f"image dimensions {width}x{height} exceed the limit of "
+                f"{self.max_width}x{self.max_height}"
+            )
+        if width * height > self.max_pixels:
+            return (
+                f"image of {width}x{height} = {width * height} pixels exceeds the limit of "
+                f"{self.max_pixels} pixels"
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class Header:
+    """Everything the decoder needs besides the layer payloads; mirrors the on-disk header."""
+
+    width: int
+    height: int
+    mode: str
+    model_name: str
+    model_hash: str
+    quality: int
+    residual_backend: int
+    map_scale: int
+    compact_levels: int
+    flags: int = 0
+
+    def problem(self) -> str | None:
+        """Return the first invalid field as a one-line message, or None; shared by pack and unpack."""
+        if self.mode not in MODES:
+            return f"invalid mode {self.mode!r} (expected one of L, RGB, RGBA)"
+        if not 0 <= self.flags <= 0xFFFF:
+            return f"flags {self.flags} out of range 0..65535"
+        if self.flags != 0:
+            return f"reserved flags must be 0 in format version {FORMAT_VERSION}, got {self.flags:#06x}"
+        if not (1 <= self.width <= 0xFFFFFFFF and 1 <= self.height <= 0xFFFFFFFF):
+            return f"zero or out-of-range image dimensions {self.width}x{self.height}"
+        if not 0 <= self.quality <= 100:
+            return f"quality {self.quality} out of range 0..100"
+        if self.residual_backend not in _RESIDUAL_CODES:
+            return f"unknown residual backend code {self.residual_backend}"
+        if not 1 <= self.map_scale <= 255:
+            return f"map scale {self.map_scale} out of range 1..255"
+        if not 2 <= self.compact_levels <= 0xFFFF:
+            return f"compact levels {self.compact_levels} out of range 2..65535"
+        if not isinstance(self.model_name, str):
+            return "model name is not a string"
+        try:
+            name = self.model_name.encode("ascii")
+        except UnicodeEncodeError:
+            return f"model name {self.model_name!r} is not ASCII"
+        if not 1 <= len(name) <= MAX_MODEL_NAME:
+            return f"model name length {len(name)} out of range 1..{MAX_MODEL_NAME}"
+        if any(b < 0x20 or b > 0x7E for b in name):
+            return f"model name {self.model_name!r} contains non-printable characters"
+        if not isinstance(self.model_hash, str) or not _HASH_RE.fullmatch(self.model_hash):
+            return f"model hash {self.model_hash!r} is not 16 lowercase hex digits"
+        return None
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field, for writers (pack) and callers."""
+        problem = self.problem()
+        if problem is not None:
+            raise ValueError(problem)
+
+
+def _layer_set_problem(header: Header, kinds: list[int]) -> str | None:
+    """Check layer kinds against each other and the header, so a decodable file is guaranteed."""
+    seen: set[int] = set()
+    for kind in kinds:
+        if kind not in LayerKind._value2member_map_:
+            return f"unknown layer kind {kind}"
+        if kind in seen:
+            return f"duplicate layer kind {LayerKind(kind).name}"
+        seen.add(kind)
+    if kinds != sorted(kinds):
+        return "layer table not in ascending kind order"
+    for kind in _REQUIRED_LAYERS:
+        if kind not in seen:
+            return f"missing required layer {kind.name}"
+    has_alpha = LayerKind.ALPHA in seen
+    if has_alpha != (header.mode == "RGBA"):
+        return (
+            "ALPHA layer present but mode is " + header.mode
+            if has_alpha
+            else "mode RGBA requires an ALPHA layer"
+        )
+    has_residual = LayerKind.RESIDUAL in seen
+    if has_residual != (header.residual_backend != RESIDUAL_NONE):
+        return (
+            "RESIDUAL layer present but residual backend is 0 (none)"
+            if has_residual
+            else f"residual backend {header.residual_backend} requires a RESIDUAL layer"
+        )
+    return None
+
+
+def sniff(prefix: bytes) -> bool:
+    """Tell whether ``prefix`` starts like a .sem file, cheaply, for Pillow's format detection."""
+    return bytes(prefix[: len(MAGIC)]) == MAGIC
+
+
+def pack(header: Header, layers: dict[LayerKind, bytes]) -> bytes:
+    """Serialise a header and its layers into a complete .sem file; raises ValueError on bad input."""
+    header.validate()
+    kinds = sorted(int(k) for k in layers)
+    problem = _layer_set_problem(header, kinds)
+    if problem is not None:
+        raise ValueError(problem)
+    payloads = [bytes(layers[LayerKind(k)]) for k in kinds]
+    for kind, payload in zip(kinds, payloads, strict=True):
+        if len(payload) > 0xFFFFFFFF:
+            raise ValueError(f"layer {LayerKind(kind).name} is larger than 4 GiB - 1 bytes")
+    name = header.model_name.encode("ascii")
+    parts = [
+        _FIXED.pack(
+            MAGIC,
+            FORMAT_VERSION,
+            MODES[header.mode],
+            header.flags,
+            header.width,
+            header.height,
+            header.quality,
+            header.residual_backend,
+            header.map_scale,
+            len(name),
+            header.compact_levels,
+            bytes.fromhex(header.model_hash),
+        ),
+        name,
+        _U8.pack(len(kinds)),
+    ]
+    for kind, payload in zip(kinds, payloads, strict=True):
+        parts.append(_ENTRY.pack(kind, len(payload), zlib.crc32(payload)))
+    head = b"".join(parts)
+    return b"".join([head, _U32.pack(zlib.crc32(head)), *payloads])
+
+
+def _parse_header(
+    data: bytes | bytearray | memoryview,
+) -> tuple[Header, list[tuple[int, int, int]], int]:
+    """Parse and CRC-check the header and layer table; returns header, entries, header size."""
+    view = memoryview(data).cast("B")
+    size = len(view)
+    if size == 0:
+        raise CorruptData("not a .sem file (empty input)")
+    if size < len(MAGIC):
+        if MAGIC.startswith(bytes(view)):
+            raise CorruptData(f"truncated header: {size} bytes, the magic alone is 8")
+        raise CorruptData("not a .sem file (bad magic bytes)")
+    if bytes(view[: len(MAGIC)]) != MAGIC:
+        raise CorruptData("not a .sem file (bad magic bytes)")
+    if size < len(MAGIC) + 1:
+        raise CorruptData("truncated header: file ends before the format version")
+    version = view[len(MAGIC)]
+    if version != FORMAT_VERSION:
+        raise CorruptData(
+            f"unsupported .sem format version {version} (this reader supports {FORMAT_VERSION})"
+        )
+    if size < FIXED_HEADER_SIZE:
+        raise CorruptData(
+            f"truncated header: {size} bytes, the fixed header alone is {FIXED_HEADER_SIZE}"
+        )
+    (
+        _magic,
+        _version,
+        mode_code,
+        flags,
+        width,
+        height,
+        quality,
+        backend,
+        map_scale,
+        name_len,
+        compact_levels,
+        hash_bytes,
+    ) = _FIXED.unpack_from(view, 0)
+    if name_len > MAX_MODEL_NAME:
+        raise CorruptData(f"model name length {name_len} exceeds {MAX_MODEL_NAME}")
+    count_at = FIXED_HEADER_SIZE + name_len
+    if size < count_at + 1:
+        raise CorruptData("truncated header: file ends inside the model name")
+    count = view[count_at]
+    if count > _MAX_LAYERS:
+        raise CorruptData(f"layer count {count} exceeds {_MAX_LAYERS}")
+    crc_at = count_at + 1 + count * _ENTRY.size
+    header_size = crc_at + _U32.size
+    if size < header_size:
+        raise CorruptData(
+            f"truncated header: {size} bytes, the header declares {header_size} bytes"
+        )
+    (stored_crc,) = _U32.unpack_from(view, crc_at)
+    actual_crc = zlib.crc32(view[:crc_at])
+    if stored_crc != actual_crc:
+        raise CorruptData(
+            f"header CRC mismatch (stored {stored_crc:08x}, computed {actual_crc:08x})"
+        )
+    if mode_code not in _MODE_BY_CODE:
+        raise CorruptData(f"invalid mode code {mode_code} (expected 1, 3 or 4)")
+    try:
+        model_name = bytes(view[FIXED_HEADER_SIZE:count_at]).decode("ascii")
+    except UnicodeDecodeError:
+        raise CorruptData("model name is not ASCII") from None
+    header = Header(
+        width=width,
+        height=height,
+        mode=_MODE_BY_CODE[mode_code],
+        model_name=model_name,
+        model_hash=hash_bytes.hex(),
+        quality=quality,
+        residual_backend=backend,
+        map_scale=map_scale,
+        compact_levels=compact_levels,
+        flags=flags,
+    )
+    problem = header.problem()
+    if problem is not None:
+        raise CorruptData(problem)
+    entries = [_ENTRY.unpack_from(view, count_at + 1 + i * _ENTRY.size) for i in range(count)]
+    problem = _layer_set_problem(header, [kind for kind, _, _ in entries])
+    if problem is not None:
+        raise CorruptData(problem)
+    return header, entries, header_size
+
+
+def read_header(data: bytes | bytearray | memoryview, limits: Limits | None = None) -> Header:
+    """Parse and verify only the header (a prefix suffices), for ``semcodec info`` and sniffing."""
+    header, _entries, _size = _parse_header(data)
+    if limits is not None:
+        problem = limits.check(header.width, header.height)
+        if problem is not None:
+            raise CorruptData(problem)
+    return header
+
+
+def layer_sizes(data: bytes | bytearray | memoryview) -> dict[LayerKind, int]:
+    """Return each layer's declared payload size from the verified header, for reporting."""
+    _header, entries, _size = _parse_header(data)
+    return {LayerKind(kind): length for kind, length, _crc in entries}
+
+
+def unpack(
+    data: bytes | bytearray | memoryview, limits: Limits = Limits()
+) -> tuple[Header, dict[LayerKind, bytes]]:
+    """Verify a whole .sem file and split it into header and layers; raises CorruptData."""
+    header, entries, offset = _parse_header(data)
+    problem = limits.check(header.width, header.height)
+    if problem is not None:
+        raise CorruptData(problem)
+    view = memoryview(data).cast("B")
+    size = len(view)
+    for kind, length, _crc in entries:
+        remaining = size - offset
+        if length > remaining:
+            raise CorruptData(
+                f"truncated file: layer {LayerKind(kind).name} declares {length} bytes, "
+                f"only {remaining} remain"
+            )
+        offset += length
+    if offset != size:
+        raise CorruptData(f"trailing garbage: {size - offset} bytes after the last layer")
+    layers: dict[LayerKind, bytes] = {}
+    offset = size - sum(length for _, length, _ in entries)
+    for kind, length, crc in entries:
+        chunk = view[offset : offset + length]
+        actual = zlib.crc32(chunk)
+        if actual != crc:
+            raise CorruptData(
+                f"layer {LayerKind(kind).name} CRC mismatch "
+                f"(stored {crc:08x}, computed {actual:08x})"
+            )
+        layers[LayerKind(kind)] = bytes(chunk)
+        offset += length
+    return header, layers
