@@ -1,0 +1,21 @@
+"""semcodec: a learned semantic image codec (segmentation map + compact representation + GAN + residual)."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["encode", "decode", "__version__"]
+
+
+def encode(image, quality: int = 50, model: str = "default", residual: str = "avif") -> bytes:
+    """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes."""
+    from .codec import encode as _encode
+
+    return _encode(image, quality=quality, model=model, residual=residual)
+
+
+def decode(data: bytes, layer: str = "full", model: str | None = None):
+    """Decode .sem bytes into a PIL image."""
+    from .codec import decode as _decode
+
+    return _decode(data, layer=layer, model=model)

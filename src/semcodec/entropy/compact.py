@@ -1,0 +1,148 @@
+"""A2: context model and lossless coder of the compact representation's integer symbols.
+
+One probability model serves training and coding: a table of logits indexed by
+(channel, left neighbour, top neighbour). Training reads it as a differentiable rate term; export
+freezes it into an integer count table that travels with the model, and the coder uses only
+those integers, so every machine derives bit-identical probabilities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import CorruptData
+from .rangecoder import categorical_family, decode_words, encode_words
+
+TABLE_PRECISION = 1 << 16  # integer counts per context sum to about this
+
+
+def context_index(symbols: np.ndarray, levels: int) -> np.ndarray:
+    """Context of every symbol of (C,h,w): left*(L+1)+top, with L standing for 'outside'."""
+    c, h, w = symbols.shape
+    left = np.full((c, h, w), levels, np.int64)
+    top = np.full((c, h, w), levels, np.int64)
+    left[:, :, 1:] = symbols[:, :, :-1]
+    top[:, 1:, :] = symbols[:, :-1, :]
+    return left * (levels + 1) + top
+
+
+class ContextModel(nn.Module):
+    """Trainable categorical model p(symbol | channel, left, top) = softmax(logits)."""
+
+    def __init__(self, channels: int, levels: int):
+        super().__init__()
+        self.channels, self.levels = channels, levels
+        self.logits = nn.Parameter(torch.zeros(channels, (levels + 1) ** 2, levels))
+
+    def _contexts(self, hard: torch.Tensor) -> torch.Tensor:
+        """Context indices (B,C,h,w) of hard symbols, computed without gradient."""
+        L = self.levels
+        s = hard.detach().long()
+        left = torch.full_like(s, L)
+        top = torch.full_like(s, L)
+        left[..., :, 1:] = s[..., :, :-1]
+        top[..., 1:, :] = s[..., :-1, :]
+        return left * (L + 1) + top
+
+    def bits(self, y: torch.Tensor) -> torch.Tensor:
+        """Total bits of continuous symbols y (B,C,h,w) in [0, L-1]; differentiable in y and logits.
+
+        The hard symbol round(y) is what gets coded; the gradient with respect to y comes from
+        interpolating the log-probabilities of the two integer levels around y.
+        """
+        L = self.levels
+        y = y.float().clamp(0, L - 1)
+        hard = torch.round(y)
+        ctx = self._contexts(hard)
+        logp = torch.log_softmax(self.logits.float(), -1)  # (C, K, L)
+        b, c, h, w = y.shape
+        ch = torch.arange(c, device=y.device).view(1, c, 1, 1).expand(b, c, h, w)
+        table = logp[ch, ctx]  # (B,C,h,w,L)
+        lo = torch.floor(y).clamp(0, L - 1)
+        hi = (lo + 1).clamp(max=L - 1)
+        f = y - lo
+        lp_hard = table.gather(-1, hard.long().unsqueeze(-1)).squeeze(-1)  # trains the table
+        tdet = table.detach()
+        lp_lo = tdet.gather(-1, lo.long().unsqueeze(-1)).squeeze(-1)
+        lp_hi = tdet.gather(-1, hi.long().unsqueeze(-1)).squeeze(-1)
+        interp = (1 - f) * lp_lo + f * lp_hi
+        lp = lp_hard + interp - interp.detach()  # value: exact; gradient in y: interpolated
+        return -lp.sum() / np.log(2.0)
+
+    @torch.no_grad()
+    def integer_table(self) -> np.ndarray:
+        """Freeze the model into int32 counts (C, (L+1)^2, L), each at least 1."""
+        p = torch.softmax(self.logits.double(), -1).numpy()
+        return np.maximum(1, np.floor(p * TABLE_PRECISION)).astype(np.int32)
+
+
+def _probabilities(table: np.ndarray, channel: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+    """Rows of float64 probabilities from integer counts (one exact division per entry)."""
+    counts = table[channel, ctx].astype(np.float64)
+    return counts / counts.sum(-1, keepdims=True)
+
+
+def validate_table(table: np.ndarray, channels: int, levels: int) -> None:
+    """Reject a table whose shape does not match the representation it should code."""
+    if (
+        table.shape != (channels, (levels + 1) ** 2, levels)
+        or table.dtype != np.int32
+        or table.min() < 1
+    ):
+        raise ValueError(
+            f"compact table has shape {table.shape}, expected {(channels, (levels + 1) ** 2, levels)}"
+        )
+
+
+def encode_compact(symbols: np.ndarray, table: np.ndarray) -> bytes:
+    """Code (C,h,w) symbols in channel-major raster order with the integer context table."""
+    c, h, w = symbols.shape
+    levels = table.shape[-1]
+    validate_table(table, c, levels)
+    s = symbols.astype(np.int64)
+    if s.size and (s.min() < 0 or s.max() >= levels):
+        raise ValueError("compact symbols out of range")
+    if s.size == 0:
+        return b""
+    ctx = context_index(s, levels).reshape(-1)
+    ch = np.repeat(np.arange(c), h * w)
+    probs = _probabilities(table, ch, ctx)
+    return encode_words(s.reshape(-1).astype(np.int32), categorical_family(), probs)
+
+
+def decode_compact(data: bytes, shape: tuple[int, int, int], table: np.ndarray) -> np.ndarray:
+    """Inverse of encode_compact; the context of each symbol comes from symbols already decoded."""
+    c, h, w = shape
+    levels = table.shape[-1]
+    validate_table(table, c, levels)
+    out = np.zeros((c, h, w), np.int64)
+    if out.size == 0:
+        if data:
+            raise CorruptData("compact layer: unexpected data for an empty representation")
+        return out
+    dec = decode_words(data, "compact layer")
+    fam = categorical_family()
+    L1 = levels + 1
+    norm = table.astype(np.float64)
+    norm = norm / norm.sum(-1, keepdims=True)
+    try:
+        for k in range(c):
+            tab = norm[k]
+            plane = out[k]
+            for i in range(h):
+                row_above = plane[i - 1] if i else None
+                left = levels
+                for j in range(w):
+                    top = levels if row_above is None else int(row_above[j])
+                    sym = int(dec.decode(fam, tab[left * L1 + top][None])[0])
+                    plane[i, j] = sym
+                    left = sym
+    except (
+        ValueError,
+        RuntimeError,
+        AssertionError,
+    ) as exc:  # constriction signals bad data by raising
+        raise CorruptData(f"compact layer: {exc}") from None
+    return out

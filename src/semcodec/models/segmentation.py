@@ -1,0 +1,269 @@
+"""Design B: dual-branch (RGB + grayscale) segmentation network with ReNet context (B2–B10, B13)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+NUM_CLASSES = 11  # CamVid's 11 classes; the network never predicts void
+VOID = 11  # label value ignored in training and evaluation
+CLASS_NAMES = (
+    "sky", "building", "pole", "road", "pavement", "tree",
+    "signsymbol", "fence", "car", "pedestrian", "bicyclist",
+)  # fmt: skip
+PALETTE = (
+    (128, 128, 128), (128, 0, 0), (192, 192, 128), (128, 64, 128), (60, 40, 222), (128, 128, 0),
+    (192, 128, 128), (64, 64, 128), (64, 0, 128), (64, 64, 0), (0, 128, 192), (0, 0, 0),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SegConfig:
+    """Sizes of the segmentation network; 'paper' is B as written, 'default' is sized for CPUs."""
+
+    block: str = "basic"  # "basic" (ResNet-18/34) or "bottleneck" (ResNet-50/101)
+    layers: tuple[int, int, int, int] = (2, 2, 2, 2)
+    widths: tuple[int, int, int, int] = (32, 64, 96, 128)
+    stem_width: int = 32
+    gru_hidden: int = 150  # B6: 150 units per direction
+    renet_out: int = 0  # 0: keep the 2*gru_hidden channels of the GRU output
+    atrous_rates: tuple[int, ...] = (4, 6, 8, 12)  # B7
+    num_classes: int = NUM_CLASSES
+    output_stride: int = 8
+
+
+SEG_CONFIGS: dict[str, SegConfig] = {
+    "paper": SegConfig(
+        block="bottleneck", layers=(3, 4, 23, 3), widths=(64, 128, 256, 512), stem_width=64
+    ),
+    "default": SegConfig(),
+    "tiny": SegConfig(layers=(1, 1, 1, 1), widths=(8, 8, 16, 16), stem_width=8, gru_hidden=8),
+}
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block (two 3x3 convs), torchvision parameter names."""
+
+    expansion = 1
+
+    def __init__(self, cin: int, width: int, stride: int = 1, dilation: int = 1):
+        super().__init__()
+        cout = width * self.expansion
+        self.conv1 = nn.Conv2d(
+            cin, width, 3, stride, padding=dilation, dilation=dilation, bias=False
+        )
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, cout, 3, 1, padding=dilation, dilation=dilation, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = _shortcut(cin, cout, stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idt = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(y)) + idt)
+
+
+class Bottleneck(nn.Module):
+    """ResNet bottleneck block (1x1, 3x3, 1x1), torchvision parameter names."""
+
+    expansion = 4
+
+    def __init__(self, cin: int, width: int, stride: int = 1, dilation: int = 1):
+        super().__init__()
+        cout = width * self.expansion
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(
+            width, width, 3, stride, padding=dilation, dilation=dilation, bias=False
+        )
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = _shortcut(cin, cout, stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idt = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        return self.relu(self.bn3(self.conv3(y)) + idt)
+
+
+def _shortcut(cin: int, cout: int, stride: int) -> nn.Module | None:
+    """Projection shortcut when shape changes (torchvision's downsample.0/.1 names)."""
+    if stride == 1 and cin == cout:
+        return None
+    return nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+
+class DilatedResNet(nn.Module):
+    """B4's fully convolutional module: ResNet layout, output stride 8 via dilation."""
+
+    def __init__(self, cfg: SegConfig):
+        super().__init__()
+        block = BasicBlock if cfg.block == "basic" else Bottleneck
+        self.conv1 = nn.Conv2d(3, cfg.stem_width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(cfg.stem_width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        cin = cfg.stem_width
+        strides, dilations = (1, 2, 1, 1), (1, 1, 2, 4)
+        for i, (n, w, s, d) in enumerate(
+            zip(cfg.layers, cfg.widths, strides, dilations, strict=True)
+        ):
+            blocks = []
+            for k in range(n):
+                blocks.append(block(cin, w, s if k == 0 else 1, d))
+                cin = w * block.expansion
+            setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
+        self.out_channels = cin
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        return self.layer4(self.layer3(self.layer2(self.layer1(x))))
+
+
+def coord_channels(h: int, w: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """B5: rows i and columns j scaled to [-1, 1], and r = sqrt(i^2 + j^2); shape (3, h, w)."""
+    i = (
+        torch.linspace(-1.0, 1.0, h, device=device, dtype=dtype)
+        if h > 1
+        else torch.zeros(1, device=device, dtype=dtype)
+    )
+    j = (
+        torch.linspace(-1.0, 1.0, w, device=device, dtype=dtype)
+        if w > 1
+        else torch.zeros(1, device=device, dtype=dtype)
+    )
+    ii, jj = torch.meshgrid(i, j, indexing="ij")
+    return torch.stack([ii, jj, torch.sqrt(ii * ii + jj * jj)])
+
+
+class CoordConcat(nn.Module):
+    """B5's coordinate-channel module."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, _, h, w = x.shape
+        c = coord_channels(h, w, x.device, x.dtype).unsqueeze(0).expand(b, -1, -1, -1)
+        return torch.cat([x, c], 1)
+
+
+class ReNet(nn.Module):
+    """B6: a bidirectional GRU sweeping every row, then one sweeping every column."""
+
+    def __init__(self, cin: int, hidden: int):
+        super().__init__()
+        self.row_gru = nn.GRU(cin, hidden, batch_first=True, bidirectional=True)
+        self.col_gru = nn.GRU(2 * hidden, hidden, batch_first=True, bidirectional=True)
+        self.out_channels = 2 * hidden
+        for gru in (
+            self.row_gru,
+            self.col_gru,
+        ):  # B10: recurrent weights from U(-1/sqrt(h), 1/sqrt(h))
+            for p in gru.parameters():
+                nn.init.uniform_(p, -(hidden**-0.5), hidden**-0.5)
+
+    @staticmethod
+    def _sweep(gru: nn.GRU, x: torch.Tensor) -> torch.Tensor:
+        """Run the GRU along the last axis of (B, C, H, W) for every row independently."""
+        b, c, h, w = x.shape
+        seq = x.permute(0, 2, 3, 1).reshape(b * h, w, c)
+        out, _ = gru(seq)
+        return out.reshape(b, h, w, -1).permute(0, 3, 1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._sweep(self.row_gru, x)  # horizontal: along W, both directions
+        x = self._sweep(self.col_gru, x.transpose(2, 3)).transpose(2, 3)  # vertical: along H
+        return x.contiguous()
+
+
+class AtrousPyramid(nn.Module):
+    """B7: four 3x3 dilated convolutions (rates 4, 6, 8, 12) whose class scores are summed."""
+
+    def __init__(self, cin: int, num_classes: int, rates: tuple[int, ...]):
+        super().__init__()
+        self.branches = nn.ModuleList(
+            nn.Conv2d(cin, num_classes, 3, padding=r, dilation=r) for r in rates
+        )
+        for conv in self.branches:  # B10: Gaussian initialisation
+            nn.init.normal_(conv.weight, 0.0, 0.01)
+            nn.init.zeros_(conv.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return sum(branch(x) for branch in self.branches)
+
+
+class Branch(nn.Module):
+    """B4: backbone → coords → ReNet → coords → ReNet → atrous pyramid."""
+
+    def __init__(self, cfg: SegConfig):
+        super().__init__()
+        self.backbone = DilatedResNet(cfg)
+        self.coord = CoordConcat()
+        self.renet1 = ReNet(self.backbone.out_channels + 3, cfg.gru_hidden)
+        self.renet2 = ReNet(self.renet1.out_channels + 3, cfg.gru_hidden)
+        self.pyramid = AtrousPyramid(self.renet2.out_channels, cfg.num_classes, cfg.atrous_rates)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.backbone(x)
+        f = self.renet1(self.coord(f))
+        f = self.renet2(self.coord(f))
+        return self.pyramid(f)
+
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class SegNet(nn.Module):
+    """B2/B3/B8/B9: RGB and grayscale branches, learned weighted fusion, softmax, upsampling."""
+
+    def __init__(self, cfg: SegConfig | None = None):
+        super().__init__()
+        cfg = cfg or SegConfig()
+        self.cfg = cfg
+        self.rgb = Branch(cfg)
+        self.gray = Branch(cfg)
+        self.fusion = nn.Parameter(torch.tensor([1.0, 1.0]))  # B8: learned branch weights
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+
+    def logits_lowres(self, x: torch.Tensor) -> torch.Tensor:
+        """Fused class scores at 1/8 resolution; x is RGB in [0, 1], H and W multiples of 8."""
+        gray = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand(-1, 3, -1, -1)
+        a = self.rgb((x - self.mean) / self.std)
+        b = self.gray((gray - self.mean) / self.std)
+        return self.fusion[0] * a + self.fusion[1] * b
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Full-resolution class scores (pre-softmax) for training with cross-entropy."""
+        return F.interpolate(
+            self.logits_lowres(x), size=x.shape[-2:], mode="bilinear", align_corners=False
+        )
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """B9/B13: per-pixel probabilities at the input size."""
+        return torch.softmax(self.forward(x), dim=1)
+
+
+def build_segnet(name: str = "default") -> SegNet:
+    """Construct a registered segmentation configuration."""
+    return SegNet(SEG_CONFIGS[name])
+
+
+def load_backbone_weights(net: SegNet, state: dict[str, torch.Tensor]) -> list[str]:
+    """B10: copy a torchvision-format ResNet state dict into both branches; returns loaded keys."""
+    loaded = []
+    for branch in (net.rgb, net.gray):
+        own = branch.backbone.state_dict()
+        for k, v in state.items():
+            if k in own and own[k].shape == v.shape:
+                own[k] = v.clone()
+                loaded.append(k)
+        branch.backbone.load_state_dict(own)
+    return sorted(set(loaded))

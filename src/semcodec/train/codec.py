@@ -1,0 +1,368 @@
+"""`semcodec train codec`: joint training of CompNet, generator and context model (A7–A9)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ..entropy.compact import ContextModel
+from ..losses import (
+    LossWeights,
+    PerceptualLoss,
+    SegBackboneFeatures,
+    d_loss,
+    feature_matching_loss,
+    g_adv_loss,
+    load_vgg19,
+    msssim_loss,
+)
+from ..models.compnet import COMPNET_CONFIGS, CompNet, one_hot_map, quantize_ste
+from ..models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
+from ..models.generator import GENERATOR_CONFIGS, Generator
+from ..models.segmentation import SegNet, build_segnet
+from .common import (
+    Progress,
+    autocast,
+    cleanup_distributed,
+    load_checkpoint,
+    save_checkpoint,
+    setup_distributed,
+)
+from .data import read_photos, read_split
+
+MAP_SCALE = 8
+
+
+@dataclass
+class CodecTrainConfig:
+    """Recipe for the compression networks; sizes chosen for a 2-core CPU."""
+
+    compnet: str = "default"
+    generator: str = "default"
+    discriminator: str = "default"
+    iters: int = 20000
+    batch: int = 8
+    crop: int = 128
+    lr: float = 2e-4
+    weights: LossWeights = field(default_factory=LossWeights)
+    bf16: bool = True
+    seed: int = 0
+
+
+class CodecNets(nn.Module):
+    """The trainable parts of the base layer: CompNet, generator and compact context model."""
+
+    def __init__(self, compnet: str = "default", generator: str = "default"):
+        super().__init__()
+        self.comp = CompNet(COMPNET_CONFIGS[compnet])
+        self.gen = Generator(GENERATOR_CONFIGS[generator])
+        self.ctx = ContextModel(self.comp.cfg.out_channels, self.comp.cfg.levels)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Training forward pass with straight-through quantisation; x in [0, 1]."""
+        t = self.comp(x, labels)
+        t_q, y = quantize_ste(t, self.comp.cfg.levels)
+        bits = self.ctx.bits(y)
+        out, base = self.gen(t_q, labels, x.shape[-2:])
+        return {"x_hat": (out + 1) * 0.5, "base": (base + 1) * 0.5, "bits": bits}
+
+
+@torch.no_grad()
+def compute_maps(seg: SegNet, images: list[np.ndarray], bf16: bool = True) -> list[np.ndarray]:
+    """1/8-resolution label maps of whole images, exactly as the encoder computes them."""
+    seg.eval()
+    maps = []
+    for img in images:
+        x = torch.from_numpy(img).permute(2, 0, 1).float().div(255)[None]
+        with autocast(torch.device("cpu"), bf16):
+            logits = seg.logits_lowres(x)
+        maps.append(logits.float()[0].argmax(0).numpy().astype(np.uint8))
+    return maps
+
+
+def crop8(images: list[np.ndarray]) -> list[np.ndarray]:
+    """Crop every image to a multiple of 8 so the 1/8 map aligns with pixels."""
+    return [im[: im.shape[0] // 8 * 8, : im.shape[1] // 8 * 8] for im in images]
+
+
+class CropSampler:
+    """A7's random sub-blocks: aligned crops of (image, 1/8 map) pairs with flips."""
+
+    def __init__(self, images: list[np.ndarray], maps: list[np.ndarray], crop: int, seed: int):
+        self.images, self.maps, self.crop = images, maps, crop
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        c, m = self.crop, self.crop // MAP_SCALE
+        xs, ls = [], []
+        for _ in range(batch):
+            k = int(self.rng.integers(0, len(self.images)))
+            img, mp = self.images[k], self.maps[k]
+            i = int(self.rng.integers(0, mp.shape[0] - m + 1))
+            j = int(self.rng.integers(0, mp.shape[1] - m + 1))
+            x = img[i * 8 : i * 8 + c, j * 8 : j * 8 + c]
+            lab = mp[i : i + m, j : j + m]
+            if self.rng.random() < 0.5:
+                x, lab = x[:, ::-1], lab[:, ::-1]
+            xs.append(torch.from_numpy(np.ascontiguousarray(x)).permute(2, 0, 1))
+            ls.append(torch.from_numpy(np.ascontiguousarray(lab)))
+        return torch.stack(xs).float().div(255), torch.stack(ls).long()
+
+
+def generator_losses(
+    nets, disc, perc, x, labels, w: LossWeights, device, bf16
+) -> tuple[torch.Tensor, dict]:
+    """L_Gp (+ rate): L_p feature matching + L1 + (1 - MS-SSIM) + perceptual + adversarial."""
+    with autocast(device, bf16):
+        o = nets(x, labels)
+    x_hat = o["x_hat"].float()
+    bpp = o["bits"] / (x.shape[0] * x.shape[-2] * x.shape[-1])
+    l1 = F.l1_loss(x_hat, x)
+    ms = msssim_loss(x_hat.clamp(0, 1), x)
+    loss = w.l1 * l1 + w.msssim * ms + w.rate * bpp
+    logs = {
+        "bpp": float(bpp),
+        "l1": float(l1),
+        "msssim": 1 - float(ms),
+        "psnr": float(-10 * torch.log10(F.mse_loss(x_hat.clamp(0, 1), x).detach() + 1e-10)),
+    }
+    if perc is not None and w.perceptual > 0:
+        with autocast(device, bf16):
+            lp = perc(x_hat, x)
+        loss = loss + w.perceptual * lp.float()
+        logs["perc"] = float(lp)
+    if disc is not None and (w.gan > 0 or w.feature_matching > 0):
+        oh = one_hot_map(
+            labels,
+            nets.comp.cfg.num_classes
+            if not isinstance(nets, DDP)
+            else nets.module.comp.cfg.num_classes,
+            x.shape[-2:],
+        )
+        with autocast(device, bf16):
+            fake = disc(x_hat * 2 - 1, oh, o["base"].detach() * 2 - 1)
+            with torch.no_grad():
+                real = disc(x * 2 - 1, oh, o["base"].detach() * 2 - 1)
+        adv, fm = g_adv_loss(fake), feature_matching_loss(real, fake)
+        loss = loss + w.gan * adv + w.feature_matching * fm
+        logs.update(adv=float(adv), fm=float(fm))
+    return loss, {"x_hat": x_hat.detach(), "base": o["base"].detach(), **logs}
+
+
+def train_codec(
+    cfg: CodecTrainConfig,
+    photos: Path | None,
+    camvid: Path | None,
+    seg_weights: Path | None,
+    out: Path,
+    resume: bool,
+    vgg: Path | None = None,
+    save_every_s: float = 300.0,
+    synthetic: bool = False,
+) -> CodecNets:
+    """Joint training on BSDS500 photos and CamVid frames with maps from the trained seg net."""
+    rank, world, device = setup_distributed()
+    torch.manual_seed(cfg.seed + rank)
+    seg = build_segnet("tiny" if synthetic else "default")
+    if seg_weights is not None:
+        seg.load_state_dict({k: v.float() for k, v in _seg_state(seg_weights).items()})
+    images, maps = _training_set(seg, photos, camvid, out, synthetic, rank)
+    nets = CodecNets(cfg.compnet, cfg.generator).to(device)
+    disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
+    perc_net = load_vgg19(str(vgg)) if vgg is not None else SegBackboneFeatures(seg.rgb.backbone)
+    perc = PerceptualLoss(perc_net).to(device)
+    opt_g = torch.optim.Adam(nets.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
+    ckpt_path = out / "codec-checkpoint.pt"
+    state = load_checkpoint(ckpt_path) if resume else None
+    step, hours = 0, 0.0
+    if state is not None:
+        nets.load_state_dict(state["nets"])
+        disc.load_state_dict(state["disc"])
+        opt_g.load_state_dict(state["opt_g"])
+        opt_d.load_state_dict(state["opt_d"])
+        step, hours = int(state["step"]), float(state.get("hours", 0.0))
+    g_model = DDP(nets) if world > 1 else nets
+    d_model = DDP(disc) if world > 1 else disc
+    sampler = CropSampler(images, maps, cfg.crop, cfg.seed * 1000 + rank + step)
+    prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
+    t_start, last_save, seen = time.time(), time.time(), 0
+    use_d = cfg.weights.gan > 0 or cfg.weights.feature_matching > 0
+    nets.train()
+    disc.train()
+    while step < cfg.iters:
+        x, labels = sampler(cfg.batch)
+        x, labels = x.to(device), labels.to(device)
+        loss, logs = generator_losses(
+            g_model, d_model if use_d else None, perc, x, labels, cfg.weights, device, cfg.bf16
+        )
+        opt_g.zero_grad(set_to_none=True)
+        loss.backward()
+        opt_g.step()
+        if use_d:
+            oh = one_hot_map(labels, nets.comp.cfg.num_classes, x.shape[-2:])
+            base = logs["base"] * 2 - 1
+            with autocast(device, cfg.bf16):
+                ld = d_loss(d_model(x * 2 - 1, oh, base), d_model(logs["x_hat"] * 2 - 1, oh, base))
+            opt_d.zero_grad(set_to_none=True)
+            ld.backward()
+            opt_d.step()
+            logs["d"] = float(ld)
+        step += 1
+        seen += cfg.batch * world
+        shown = {k: v for k, v in logs.items() if isinstance(v, float)}
+        prog.update(step, seen, loss=float(loss), **shown)
+        if rank == 0 and step % 10 == 0:
+            with open(out / "log.jsonl", "a") as f:
+                f.write(
+                    json.dumps({"step": step, "loss": float(loss), **shown, "t": time.time()})
+                    + "\n"
+                )
+        if rank == 0 and (time.time() - last_save > save_every_s or step == cfg.iters):
+            save_checkpoint(ckpt_path, {
+                "nets": nets.state_dict(), "disc": disc.state_dict(), "opt_g": opt_g.state_dict(),
+                "opt_d": opt_d.state_dict(), "step": step, "hours": hours + (time.time() - t_start) / 3600,
+                "config": json.dumps(asdict(cfg)),
+            })  # fmt: skip
+            last_save = time.time()
+    cleanup_distributed()
+    return nets
+
+
+def _seg_state(path: Path) -> dict[str, torch.Tensor]:
+    """Segmentation weights from a training checkpoint or an exported weights file."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return state["model"]
+
+
+def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
+    """Images and their 1/8 maps; maps are cached per segmentation weights in the run folder."""
+    if synthetic:
+        rng = np.random.default_rng(0)
+        images = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(4)]
+        images = [np.repeat(np.repeat(im[::8, ::8], 8, 0), 8, 1) for im in images]
+        return images, compute_maps(seg, images, bf16=False)
+    images: list[np.ndarray] = []
+    if photos is not None:
+        images += read_photos(photos)
+    if camvid is not None:
+        for split in ("train", "val"):
+            images += list(read_split(camvid, split)[0])
+    images = crop8(images)
+    cache = out / "maps.npz"
+    if cache.exists():
+        z = np.load(cache)
+        maps = [z[f"m{i}"] for i in range(len(images))]
+    else:
+        maps = compute_maps(seg, images)
+        if rank == 0:
+            np.savez_compressed(cache, **{f"m{i}": m for i, m in enumerate(maps)})
+    return images, maps
+
+
+@click.command("codec")
+@click.option(
+    "--photos",
+    type=click.Path(path_type=Path),
+    default=Path("../shared/data/photos"),
+    show_default=True,
+)
+@click.option(
+    "--camvid",
+    type=click.Path(path_type=Path),
+    default=Path("../shared/data/camvid"),
+    show_default=True,
+)
+@click.option(
+    "--seg-weights",
+    type=click.Path(path_type=Path, exists=True),
+    default=None,
+    help="segmentation weights (checkpoint or exported file) that make the training maps",
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=Path("runs/codec"), show_default=True
+)
+@click.option("--iters", default=20000, show_default=True)
+@click.option("--batch", default=8, show_default=True)
+@click.option("--crop", default=128, show_default=True)
+@click.option("--lr", default=2e-4, show_default=True)
+@click.option("--gan", "w_gan", default=0.1, show_default=True)
+@click.option("--fm", "w_fm", default=1.0, show_default=True)
+@click.option("--perceptual", "w_perc", default=1.0, show_default=True)
+@click.option("--l1", "w_l1", default=20.0, show_default=True)
+@click.option("--msssim", "w_ms", default=4.0, show_default=True)
+@click.option("--rate", "w_rate", default=1.0, show_default=True)
+@click.option(
+    "--vgg",
+    type=click.Path(path_type=Path, exists=True),
+    default=None,
+    help="torchvision-format VGG-19 state dict for L_VGG (default: the seg backbone's features)",
+)
+@click.option("--resume/--no-resume", default=True, show_default=True)
+@click.option("--bf16/--no-bf16", default=True, show_default=True)
+@click.option("--synthetic", is_flag=True, help="tiny synthetic data (smoke tests)")
+@click.option("--tiny", is_flag=True, help="tiny networks (smoke tests)")
+@click.option("--save-every", default=300.0, show_default=True)
+def codec_command(
+    photos,
+    camvid,
+    seg_weights,
+    out,
+    iters,
+    batch,
+    crop,
+    lr,
+    w_gan,
+    w_fm,
+    w_perc,
+    w_l1,
+    w_ms,
+    w_rate,
+    vgg,
+    resume,
+    bf16,
+    synthetic,
+    tiny,
+    save_every,
+):
+    """Train the compression networks (design A) on photos + CamVid."""
+    w = LossWeights(
+        gan=w_gan, feature_matching=w_fm, perceptual=w_perc, l1=w_l1, msssim=w_ms, rate=w_rate
+    )
+    size = "tiny" if tiny else "default"
+    cfg = CodecTrainConfig(
+        compnet=size,
+        generator=size,
+        discriminator=size,
+        iters=iters,
+        batch=batch,
+        crop=crop,
+        lr=lr,
+        weights=w,
+        bf16=bf16,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    train_codec(
+        cfg,
+        None if synthetic else photos,
+        None if synthetic else camvid,
+        seg_weights,
+        out,
+        resume,
+        vgg,
+        save_every,
+        synthetic,
+    )
+
+
+if __name__ == "__main__":
+    codec_command()

@@ -1,0 +1,84 @@
+"""Shared training plumbing: distributed set-up, device, checkpoints, progress line."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+
+def setup_distributed() -> tuple[int, int, torch.device]:
+    """Initialise torchrun's process group if present; returns (rank, world size, device)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return rank, world, device
+
+
+def cleanup_distributed() -> None:
+    """Tear down the process group so torchrun exits cleanly."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def autocast(device: torch.device, enabled: bool):
+    """bf16 autocast on CPU (Zen 4 has bf16 units) and CUDA; a no-op when disabled."""
+    if not enabled:
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def poly_lr(base: float, step: int, total: int, power: float = 0.9) -> float:
+    """B12's poly schedule l_t = l_0 (1 - t/T)^power."""
+    return base * max(0.0, 1.0 - step / max(1, total)) ** power
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Atomic checkpoint write so an interrupted save never destroys the previous one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict | None:
+    """Load a training checkpoint (tensors and plain containers only)."""
+    if not path.exists():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+class Progress:
+    """A one-line progress display on stderr (a plain log line when not a terminal)."""
+
+    def __init__(self, total: int, start: int = 0, every: int = 10, enabled: bool = True):
+        self.total, self.start, self.every, self.enabled = total, start, every, enabled
+        self.t0 = time.time()
+        self.tty = sys.stderr.isatty()
+
+    def update(self, step: int, items: int, **fields: float) -> None:
+        """Show step, fields and throughput."""
+        if not self.enabled or (step % self.every and step != self.total):
+            return
+        dt = max(1e-9, time.time() - self.t0)
+        rate = items / dt
+        txt = " ".join(f"{k}={v:.4g}" for k, v in fields.items() if not math.isnan(v))
+        line = f"[{step}/{self.total}] {txt} {rate:.2f} img/s"
+        if self.tty:
+            sys.stderr.write("\r" + line[:200])
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()

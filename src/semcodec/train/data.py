@@ -1,0 +1,103 @@
+"""Training data: CamVid frames + labels and photo folders, preloaded and augmented in memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from ..models.segmentation import VOID
+
+
+def read_split(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Load a CamVid split listed in <split>.txt as uint8 arrays (N,H,W,3) and (N,H,W)."""
+    images, labels = [], []
+    for line in (root / f"{split}.txt").read_text().split("\n"):
+        if not line.strip():
+            continue
+        img_rel, lab_rel = line.split()
+        images.append(np.asarray(Image.open(root / img_rel).convert("RGB")))
+        labels.append(np.asarray(Image.open(root / lab_rel)))
+    return np.stack(images), np.stack(labels)
+
+
+def read_photos(folder: Path, limit: int | None = None) -> list[np.ndarray]:
+    """Load every image in a folder as RGB uint8 arrays (sizes may differ)."""
+    exts = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"}
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in exts)[:limit]
+    return [np.asarray(Image.open(p).convert("RGB")) for p in files]
+
+
+def synthetic_segmentation(n: int, h: int, w: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Tiny learnable data set for tests: coloured rectangles whose colour gives the class."""
+    rng = np.random.default_rng(seed)
+    images = np.zeros((n, h, w, 3), np.uint8)
+    labels = np.zeros((n, h, w), np.uint8)
+    colours = rng.integers(0, 256, (11, 3))
+    for k in range(n):
+        for _ in range(4):
+            c = int(rng.integers(0, 11))
+            y0, x0 = rng.integers(0, h // 2), rng.integers(0, w // 2)
+            y1, x1 = y0 + rng.integers(h // 4, h // 2 + 1), x0 + rng.integers(w // 4, w // 2 + 1)
+            images[k, y0:y1, x0:x1] = colours[c]
+            labels[k, y0:y1, x0:x1] = c
+    return images, labels
+
+
+class SegAugment:
+    """B1's augmentation: random scale, crop, flip and colour jitter on (image, label) pairs."""
+
+    def __init__(
+        self, crop: tuple[int, int], scale: tuple[float, float] = (0.6, 1.4), seed: int = 0
+    ):
+        self.crop, self.scale = crop, scale
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(
+        self, images: np.ndarray, labels: np.ndarray, batch: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw one augmented batch: x float (B,3,h,w) in [0,1], y long (B,h,w)."""
+        xs, ys = [], []
+        ch, cw = self.crop
+        for _ in range(batch):
+            k = int(self.rng.integers(0, len(images)))
+            x = torch.from_numpy(images[k]).permute(2, 0, 1).float().div(255)[None]
+            y = torch.from_numpy(labels[k].astype(np.int64))[None, None].float()
+            s = float(self.rng.uniform(*self.scale))
+            h, w = max(ch, round(x.shape[-2] * s)), max(cw, round(x.shape[-1] * s))
+            x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+            y = F.interpolate(y, size=(h, w), mode="nearest")
+            top, left = int(self.rng.integers(0, h - ch + 1)), int(self.rng.integers(0, w - cw + 1))
+            x, y = (
+                x[..., top : top + ch, left : left + cw],
+                y[..., top : top + ch, left : left + cw],
+            )
+            if self.rng.random() < 0.5:
+                x, y = x.flip(-1), y.flip(-1)
+            x = jitter(x, self.rng)
+            xs.append(x)
+            ys.append(y)
+        return torch.cat(xs).clamp(0, 1), torch.cat(ys)[:, 0].long()
+
+
+def jitter(x: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """Brightness, contrast and saturation jitter of +-25 %."""
+    b, c, s = (float(rng.uniform(0.75, 1.25)) for _ in range(3))
+    x = x * b
+    m = x.mean()
+    x = (x - m) * c + m
+    g = x.mean(1, keepdim=True)
+    return (x - g) * s + g
+
+
+def class_weights(labels: np.ndarray, num_classes: int, power: float = 0.5) -> torch.Tensor:
+    """Median-frequency balancing, softened by `power`, so rare classes (poles, cyclists) count."""
+    counts = np.bincount(labels[labels != VOID].ravel(), minlength=num_classes)[
+        :num_classes
+    ].astype(np.float64)
+    freq = counts / counts.sum()
+    w = (np.median(freq) / np.maximum(freq, 1e-8)) ** power
+    return torch.tensor(w, dtype=torch.float32)

@@ -1,0 +1,224 @@
+"""`semcodec train seg` and `semcodec eval seg`: CamVid training and evaluation of design B."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ..models.segmentation import (
+    CLASS_NAMES,
+    NUM_CLASSES,
+    VOID,
+    SegNet,
+    build_segnet,
+    load_backbone_weights,
+)
+from .common import (
+    Progress,
+    autocast,
+    cleanup_distributed,
+    load_checkpoint,
+    poly_lr,
+    save_checkpoint,
+    setup_distributed,
+)
+from .data import SegAugment, class_weights, read_split, synthetic_segmentation
+
+
+@dataclass
+class SegTrainConfig:
+    """Recipe of B11/B12 with the sizes chosen for this machine."""
+
+    model: str = "default"
+    iters: int = 4000
+    batch: int = 8
+    crop: tuple[int, int] = (240, 320)
+    lr: float = 0.02
+    momentum: float = 0.9
+    weight_decay: float = 1e-4  # B11's L2 term: lambda/(N*B) folded into SGD's weight decay
+    class_weight_power: float = 0.5  # 0 disables class balancing (plain B11 cross-entropy)
+    bf16: bool = True
+    seed: int = 0
+
+
+def seg_loss(
+    logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None
+) -> torch.Tensor:
+    """B11 L1: pixel-wise cross-entropy over the labelled pixels (void ignored)."""
+    return F.cross_entropy(logits.float(), target, weight=weight, ignore_index=VOID)
+
+
+def train_step(net, opt, x, y, weight, device, bf16: bool) -> float:
+    """One SGD step; returns the loss."""
+    with autocast(device, bf16):
+        logits = net(x.to(device))
+    loss = seg_loss(logits, y.to(device), None if weight is None else weight.to(device))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def train_seg(
+    cfg: SegTrainConfig,
+    data: Path | None,
+    out: Path,
+    resume: bool,
+    backbone_weights: Path | None = None,
+    save_every_s: float = 300.0,
+    synthetic: bool = False,
+    log: Path | None = None,
+) -> SegNet:
+    """Train on CamVid train+val (or a synthetic set) with DDP when launched by torchrun."""
+    rank, world, device = setup_distributed()
+    torch.manual_seed(cfg.seed + rank)
+    if synthetic or data is None:
+        images, labels = synthetic_segmentation(16, 64, 64, seed=cfg.seed)
+    else:
+        ti, tl = read_split(data, "train")
+        vi, vl = read_split(data, "val")
+        images, labels = np.concatenate([ti, vi]), np.concatenate([tl, vl])
+    weight = (
+        class_weights(labels, NUM_CLASSES, cfg.class_weight_power)
+        if cfg.class_weight_power
+        else None
+    )
+    net = build_segnet(cfg.model).to(device)
+    if backbone_weights is not None:
+        load_backbone_weights(
+            net, torch.load(backbone_weights, map_location="cpu", weights_only=True)
+        )
+    opt = torch.optim.SGD(
+        net.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+    )
+    ckpt_path = out / "seg-checkpoint.pt"
+    step = 0
+    state = load_checkpoint(ckpt_path) if resume else None
+    if state is not None:
+        net.load_state_dict(state["model"])
+        opt.load_state_dict(state["optim"])
+        step = int(state["step"])
+    model = DDP(net) if world > 1 else net
+    aug = SegAugment(cfg.crop, seed=cfg.seed * 1000 + rank + step)
+    prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
+    last_save, seen, hours = time.time(), 0, float(state.get("hours", 0.0)) if state else 0.0
+    t_start = time.time()
+    net.train()
+    while step < cfg.iters:
+        lr = poly_lr(cfg.lr, step, cfg.iters)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = aug(images, labels, cfg.batch)
+        loss = train_step(model, opt, x, y, weight, device, cfg.bf16)
+        step += 1
+        seen += cfg.batch * world
+        prog.update(step, seen, loss=loss, lr=lr)
+        if log is not None and rank == 0 and step % 10 == 0:
+            with open(log, "a") as f:
+                f.write(json.dumps({"step": step, "loss": loss, "lr": lr, "t": time.time()}) + "\n")
+        if rank == 0 and (time.time() - last_save > save_every_s or step == cfg.iters):
+            h = hours + (time.time() - t_start) / 3600
+            save_checkpoint(
+                ckpt_path,
+                {
+                    "model": net.state_dict(),
+                    "optim": opt.state_dict(),
+                    "step": step,
+                    "hours": h,
+                    "config": json.dumps(asdict(cfg)),
+                },
+            )
+            last_save = time.time()
+    cleanup_distributed()
+    return net
+
+
+@torch.no_grad()
+def evaluate_seg(net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool = False) -> dict:
+    """Per-class IoU, mIoU over the 11 classes (void ignored), pixel accuracy, images/s."""
+    net.eval()
+    conf = np.zeros((NUM_CLASSES, NUM_CLASSES), np.int64)
+    t0 = time.time()
+    for img, lab in zip(images, labels, strict=True):
+        x = torch.from_numpy(img).permute(2, 0, 1).float().div(255)[None]
+        pred = predict_labels(net, x, bf16)
+        valid = lab != VOID
+        conf += np.bincount(
+            NUM_CLASSES * lab[valid].astype(np.int64) + pred[valid], minlength=NUM_CLASSES**2
+        ).reshape(NUM_CLASSES, NUM_CLASSES)
+    dt = time.time() - t0
+    inter = np.diag(conf).astype(np.float64)
+    union = conf.sum(0) + conf.sum(1) - inter
+    iou = inter / np.maximum(union, 1)
+    return {
+        "per_class_iou": {n: float(v) for n, v in zip(CLASS_NAMES, iou, strict=True)},
+        "miou": float(iou.mean()),
+        "pixel_accuracy": float(inter.sum() / max(1, conf.sum())),
+        "images_per_s": len(images) / dt,
+        "images": len(images),
+    }
+
+
+def predict_labels(net: SegNet, x: torch.Tensor, bf16: bool = False) -> np.ndarray:
+    """Full-resolution argmax labels for one image tensor (1,3,H,W), padding to a multiple of 8."""
+    h, w = x.shape[-2:]
+    ph, pw = (-h) % 8, (-w) % 8
+    xp = F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
+    with autocast(torch.device("cpu"), bf16):
+        logits = net.logits_lowres(xp).float()
+    logits = F.interpolate(logits, size=xp.shape[-2:], mode="bilinear", align_corners=False)
+    return logits[0, :, :h, :w].argmax(0).numpy().astype(np.int64)
+
+
+def export_seg_weights(ckpt: Path, dest: Path) -> None:
+    """Write the fp16 model weights (no optimizer state) from a training checkpoint."""
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    half = {k: (v.half() if v.is_floating_point() else v) for k, v in state["model"].items()}
+    torch.save({"model": half, "step": state["step"], "hours": state.get("hours", 0.0)}, dest)
+
+
+@click.command("seg")
+@click.option(
+    "--data",
+    type=click.Path(path_type=Path),
+    default=Path("../shared/data/camvid"),
+    show_default=True,
+)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/seg"), show_default=True)
+@click.option("--model", default="default", show_default=True)
+@click.option("--iters", default=4000, show_default=True)
+@click.option("--batch", default=8, show_default=True)
+@click.option("--lr", default=0.02, show_default=True)
+@click.option("--crop", default="240x320", show_default=True, help="HxW")
+@click.option("--resume/--no-resume", default=True, show_default=True)
+@click.option(
+    "--backbone-weights",
+    type=click.Path(path_type=Path, exists=True),
+    default=None,
+    help="torchvision-format ResNet state dict (B10)",
+)
+@click.option("--bf16/--no-bf16", default=True, show_default=True)
+@click.option("--synthetic", is_flag=True, help="tiny synthetic data (smoke tests)")
+@click.option("--save-every", default=300.0, show_default=True, help="seconds between checkpoints")
+def seg_command(
+    data, out, model, iters, batch, lr, crop, resume, backbone_weights, bf16, synthetic, save_every
+):
+    """Train the segmentation network (design B) on CamVid."""
+    ch, cw = (int(v) for v in crop.lower().split("x"))
+    cfg = SegTrainConfig(model=model, iters=iters, batch=batch, lr=lr, crop=(ch, cw), bf16=bf16)
+    out.mkdir(parents=True, exist_ok=True)
+    train_seg(
+        cfg, data, out, resume, backbone_weights, save_every, synthetic, log=out / "log.jsonl"
+    )
+
+
+if __name__ == "__main__":
+    seg_command()

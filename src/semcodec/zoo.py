@@ -1,0 +1,218 @@
+"""Model zoo: a bundle name maps to its network configurations and a weights file with a content hash.
+
+A bundle is everything both ends of the codec must share: segmentation net, CompNet, generator
+and the integer table of the compact context model. Files record the bundle's name and hash; a
+decoder refuses a file whose hash does not match the bundle it has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .entropy.compact import ContextModel, validate_table
+from .errors import ModelError
+from .models.compnet import COMPNET_CONFIGS, CompNet
+from .models.generator import GENERATOR_CONFIGS, Generator
+from .models.segmentation import SEG_CONFIGS, SegNet
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class BundleSpec:
+    """Configuration names of a bundle and where its weights live (None: seeded random init)."""
+
+    name: str
+    seg: str = "default"
+    compnet: str = "default"
+    generator: str = "default"
+    weights: str | None = None  # file name inside the package's weights folder, '<name>-<sha8>.pt'
+    map_scale: int = 8
+    seed: int = 0
+
+
+REGISTRY: dict[str, BundleSpec] = {
+    # Tiny random-initialised bundle: for tests and for checking the pipeline without weights.
+    "tiny": BundleSpec(
+        "tiny", seg="tiny", compnet="tiny", generator="tiny", weights=None, seed=1234
+    ),
+}
+
+
+def register(spec: BundleSpec) -> None:
+    """Add or replace a bundle in the registry."""
+    REGISTRY[spec.name] = spec
+
+
+@dataclass
+class ModelBundle:
+    """Loaded networks plus the integer entropy table; `hash` is what files record."""
+
+    spec: BundleSpec
+    seg: SegNet
+    comp: CompNet
+    gen: Generator
+    compact_table: np.ndarray
+    hash: str
+    info: dict
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def levels(self) -> int:
+        return self.comp.cfg.levels
+
+    @property
+    def num_classes(self) -> int:
+        return self.comp.cfg.num_classes
+
+
+def weights_dir() -> Path:
+    """Folder of the shipped weights (models/ in the source tree, semcodec/_weights when installed)."""
+    return Path(str(resources.files("semcodec._weights")))
+
+
+def _build(spec: BundleSpec) -> tuple[SegNet, CompNet, Generator, ContextModel]:
+    """Construct the networks of a spec (random initialisation, seeded)."""
+    gen_state = torch.random.get_rng_state()
+    torch.manual_seed(spec.seed)
+    try:
+        seg = SegNet(SEG_CONFIGS[spec.seg])
+        comp = CompNet(COMPNET_CONFIGS[spec.compnet])
+        gen = Generator(GENERATOR_CONFIGS[spec.generator])
+        ctx = ContextModel(comp.cfg.out_channels, comp.cfg.levels)
+    finally:
+        torch.random.set_rng_state(gen_state)
+    return seg, comp, gen, ctx
+
+
+def state_hash(payload: bytes) -> str:
+    """16 hex digits of SHA-256: the weights hash recorded in every file."""
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def serialize_bundle(
+    spec: BundleSpec,
+    seg: SegNet,
+    comp: CompNet,
+    gen: Generator,
+    table: np.ndarray,
+    info: dict | None = None,
+    half: bool = True,
+) -> bytes:
+    """The weights file: fp16 state dicts, the int32 compact table and the configurations."""
+
+    def pack(m: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {
+            k: (v.half() if half and v.is_floating_point() else v).contiguous()
+            for k, v in m.state_dict().items()
+        }
+
+    obj = {
+        "format": FORMAT,
+        "spec": json.dumps(asdict(spec)),
+        "info": json.dumps(info or {}),
+        "seg": pack(seg),
+        "comp": pack(comp),
+        "gen": pack(gen),
+        "compact_table": torch.from_numpy(table.astype(np.int32)),
+    }
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def save_bundle(path: Path, spec: BundleSpec, seg, comp, gen, table, info=None) -> Path:
+    """Write a bundle as '<dir>/<name>-<sha8>.pt' and return the path."""
+    data = serialize_bundle(spec, seg, comp, gen, table, info)
+    path = Path(path)
+    target = path / f"{spec.name}-{state_hash(data)[:8]}.pt" if path.is_dir() else path
+    target.write_bytes(data)
+    return target
+
+
+def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
+    """Load weights without executing code (torch.load weights_only=True) and check them."""
+    data = path.read_bytes()
+    try:
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad weights file
+        raise ModelError(f"cannot load model weights {path.name}: {exc}") from None
+    if obj.get("format") != FORMAT:
+        raise ModelError(f"model weights {path.name}: unsupported format {obj.get('format')!r}")
+    file_spec = BundleSpec(**json.loads(obj["spec"]))
+    spec = spec or file_spec
+    seg, comp, gen, _ = _build(file_spec)
+    for net, key in ((seg, "seg"), (comp, "comp"), (gen, "gen")):
+        net.load_state_dict(
+            {k: v.float() if v.is_floating_point() else v for k, v in obj[key].items()}
+        )
+    table = obj["compact_table"].numpy().astype(np.int32)
+    validate_table(table, comp.cfg.out_channels, comp.cfg.levels)
+    h = state_hash(data)
+    if spec.weights and not spec.weights.removesuffix(".pt").endswith(h[:8]):
+        raise ModelError(f"model weights {path.name} do not match their recorded hash {h[:8]}")
+    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, json.loads(obj["info"]))
+
+
+def _load_random(spec: BundleSpec) -> ModelBundle:
+    """A seeded random-initialised bundle (tests); its hash covers the initial weights."""
+    seg, comp, gen, ctx = _build(spec)
+    table = ctx.integer_table()
+    h = state_hash(serialize_bundle(spec, seg, comp, gen, table, half=False))
+    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, {})
+
+
+_CACHE: dict[str, ModelBundle] = {}
+_LOCK = threading.Lock()
+
+
+def load_bundle(name_or_path: str = "default") -> ModelBundle:
+    """A registered bundle by name, or a weights file by path; cached per process."""
+    with _LOCK:
+        if name_or_path in _CACHE:
+            return _CACHE[name_or_path]
+        if name_or_path in REGISTRY:
+            spec = REGISTRY[name_or_path]
+            if spec.weights is None:
+                bundle = _load_random(spec)
+            else:
+                path = weights_dir() / spec.weights
+                if not path.exists():
+                    raise ModelError(
+                        f"weights file {spec.weights} of model {spec.name!r} is missing"
+                    )
+                bundle = _load_file(path, spec)
+        elif Path(name_or_path).is_file():
+            bundle = _load_file(Path(name_or_path), None)
+        else:
+            known = ", ".join(sorted(REGISTRY))
+            raise ModelError(f"unknown model {name_or_path!r} (known: {known})")
+        _CACHE[name_or_path] = bundle
+        return bundle
+
+
+def _discover_shipped() -> None:
+    """Register every '<name>-<sha8>.pt' shipped in the weights folder under its name."""
+    try:
+        folder = weights_dir()
+    except (ModuleNotFoundError, TypeError):
+        return
+    for path in sorted(folder.glob("*-*.pt")):
+        name, _, _ = path.stem.rpartition("-")
+        if name and name not in REGISTRY:
+            REGISTRY[name] = BundleSpec(name, weights=path.name)
+
+
+_discover_shipped()
