@@ -6,6 +6,9 @@ __version__ = "0.1.0"
 
 __all__ = ["encode", "decode", "__version__"]
 
+# Registers the Pillow plugin (Image.open/save of .sem); it imports Pillow only, not torch.
+from . import pil_plugin  # noqa: E402, F401
+
 
 def encode(image, quality: int = 50, model: str = "default", residual: str = "avif") -> bytes:
     """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes."""

@@ -50,7 +50,8 @@ class EncodeStats:
 
 def _to_tensor(rgb: np.ndarray) -> torch.Tensor:
     """(H,W,3) uint8 → (1,3,H,W) float in [0,1]."""
-    return torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1).float().div(255.0)[None]
+    # A copy: image arrays are often read-only views, which torch.from_numpy warns about.
+    return torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).float().div(255.0)[None]
 
 
 def _pad(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,118 @@
+"""Pillow plugin for ``.sem`` files: ``Image.open("x.sem")`` and ``img.save("x.sem")``.
+
+Opening reads only the header (size and mode are known before any pixel work, and torch is not
+imported); the learned decoder runs in ``load()``. Saving encodes with the codec's defaults,
+overridable with the save parameters ``quality``, ``model`` and ``residual``.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+from PIL import Image, ImageFile
+
+from . import container
+from .errors import CorruptData, SemcodecError
+
+__all__ = ["FORMAT", "MIME", "SemImageFile"]
+
+FORMAT = "SEM"
+MIME = "image/x-sem"
+EXTENSION = ".sem"
+# The largest possible header: 39 fixed/table bytes + a 64-byte model name + 4 layer entries.
+_MAX_HEADER = 39 + container.MAX_MODEL_NAME + 9 * 4
+_RESIDUAL_NAMES = {
+    container.RESIDUAL_NONE: "none",
+    container.RESIDUAL_NATIVE: "native",
+    container.RESIDUAL_AVIF: "avif",
+}
+
+
+def _accept(prefix: bytes) -> bool:
+    """Pillow's format sniffing: the 8 magic bytes."""
+    return container.sniff(prefix)
+
+
+class SemImageFile(ImageFile.ImageFile):
+    """A .sem file: header parsed on open, decoded by semcodec on ``load()``."""
+
+    format = FORMAT
+    format_description = "semcodec learned semantic image codec"
+
+    def _open(self) -> None:
+        assert self.fp is not None
+        self._sem_start = self.fp.tell()
+        prefix = self.fp.read(_MAX_HEADER)
+        try:
+            header = container.read_header(prefix)
+        except CorruptData as exc:
+            raise SyntaxError(f"not a valid .sem file: {exc}") from None
+        self._size = (header.width, header.height)
+        self._mode = header.mode
+        self._sem_header = header
+        self.info.update(
+            model=header.model_name,
+            model_hash=header.model_hash,
+            quality=header.quality,
+            residual=_RESIDUAL_NAMES.get(header.residual_backend, str(header.residual_backend)),
+        )
+        self.tile = []
+
+    def load(self) -> Image.core.PixelAccess | None:
+        """Decode the whole file with the model named in its header (imports the codec)."""
+        if self._im is None:
+            if self.fp is None:
+                raise OSError("cannot load this image: file already closed")
+            self.fp.seek(self._sem_start)
+            data = self.fp.read()
+            from .codec import get_codec
+
+            try:
+                decoded = get_codec(self._sem_header.model_name).decode(data).image
+            except SemcodecError as exc:  # Pillow callers expect OSError from load()
+                raise OSError(f"cannot decode .sem file: {exc}") from exc
+            decoded.load()
+            if decoded.mode != self.mode or decoded.size != self.size:
+                raise OSError("decoded image does not match the .sem header")
+            self.im = decoded.im
+            self.readonly = 0
+            if self._exclusive_fp and self._close_exclusive_fp_after_loading:
+                self.fp.close()
+            self.fp = None
+        return Image.Image.load(self)
+
+    def verify(self) -> None:
+        """Check the whole file's structure and CRCs without decoding pixels."""
+        assert self.fp is not None
+        self.fp.seek(self._sem_start)
+        try:
+            container.unpack(self.fp.read())
+        except CorruptData as exc:
+            raise SyntaxError(f"broken .sem file: {exc}") from None
+        super().verify()
+
+
+def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
+    """Encode with semcodec; save params: quality (0..100), model (bundle name), residual."""
+    from .codec import DEFAULT_QUALITY, DEFAULT_RESIDUAL, get_codec
+
+    params = im.encoderinfo
+    codec = get_codec(params.get("model", "default"))
+    fp.write(
+        codec.encode(
+            im,
+            quality=int(params.get("quality", DEFAULT_QUALITY)),
+            residual=params.get("residual", DEFAULT_RESIDUAL),
+        )
+    )
+
+
+def register() -> None:
+    """Make Pillow open, save and name .sem files (idempotent)."""
+    Image.register_open(FORMAT, SemImageFile, _accept)
+    Image.register_save(FORMAT, _save)
+    Image.register_extension(FORMAT, EXTENSION)
+    Image.register_mime(FORMAT, MIME)
+
+
+register()

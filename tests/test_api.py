@@ -1,0 +1,159 @@
+"""The Python API (``semcodec.encode``/``decode``) and the Pillow plugin, with the "tiny" bundle."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import semcodec
+from semcodec import container
+
+W, H = 64, 48
+TINY = {"model": "tiny", "residual": "native"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Two loaded cores: one torch thread is several times faster than two contending ones."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _rgb(seed: int = 0) -> Image.Image:
+    """A small structured test image."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:H, 0:W]
+    a = np.stack([x * 4, y * 5, (x + y) * 2], -1).astype(np.int16)
+    a[8:28, 16:40] = rng.integers(0, 256, 3)
+    a += rng.integers(-4, 5, a.shape).astype(np.int16)
+    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+
+
+def _diff(a: Image.Image, b: Image.Image) -> float:
+    return float(np.abs(np.asarray(a).astype(np.int16) - np.asarray(b).astype(np.int16)).mean())
+
+
+@pytest.fixture(autouse=True)
+def _real_package():
+    """Fail clearly (not with AttributeErrors) when semcodec/__init__.py was never executed."""
+    if getattr(semcodec, "__file__", None) is None:
+        pytest.fail(
+            "semcodec was imported as a namespace package: the editable install predates "
+            "src/semcodec/__init__.py; reinstall it with `pip install -e . --no-deps`"
+        )
+
+
+def test_package_import_registers_plugin_without_torch():
+    """`import semcodec` must register the plugin, and must not import torch for that."""
+    code = "import sys, semcodec; from PIL import Image; "
+    code += (
+        "assert Image.registered_extensions()['.sem'] == 'SEM'; assert 'torch' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert Image.registered_extensions()[".sem"] == "SEM"
+    assert Image.MIME["SEM"] == "image/x-sem"
+    assert "SEM" in Image.OPEN and "SEM" in Image.SAVE
+
+
+def test_encode_decode_rgb():
+    img = _rgb()
+    data = semcodec.encode(img, quality=95, **TINY)
+    assert isinstance(data, bytes) and data.startswith(container.MAGIC)
+    out = semcodec.decode(data)
+    assert out.size == img.size and out.mode == "RGB"
+    assert _diff(out, img) < 3
+    base = semcodec.decode(data, layer="base")
+    assert base.size == img.size and _diff(base, img) > _diff(out, img)
+    # quality 0: base layer only
+    assert container.read_header(semcodec.encode(img, quality=0, **TINY)).residual_backend == 0
+
+
+def test_default_residual_backend():
+    """The API's default residual backend (avif) works end to end."""
+    data = semcodec.encode(_rgb(1), quality=80, model="tiny")
+    header = container.read_header(data)
+    assert header.residual_backend == container.RESIDUAL_AVIF
+    assert semcodec.decode(data).size == (W, H)
+
+
+def test_gray_in_gray_out():
+    gray = _rgb().convert("L")
+    out = semcodec.decode(semcodec.encode(gray, quality=90, **TINY))
+    assert out.mode == "L" and out.size == gray.size
+    assert _diff(out, gray) < 4
+
+
+def test_rgba_alpha_is_exact():
+    img = _rgb().convert("RGBA")
+    alpha = np.zeros((H, W), np.uint8)
+    alpha[:, W // 2 :] = 255
+    alpha[10:20, 5:15] = 128
+    img.putalpha(Image.fromarray(alpha))
+    data = semcodec.encode(img, quality=50, **TINY)
+    assert container.read_header(data).mode == "RGBA"
+    out = semcodec.decode(data)
+    assert out.mode == "RGBA" and out.size == img.size
+    assert np.array_equal(np.asarray(out)[..., 3], alpha)
+
+
+def test_plugin_open_header_first_then_pixels(tmp_path: Path):
+    img = _rgb(2)
+    data = semcodec.encode(img, quality=90, **TINY)
+    path = tmp_path / "x.sem"
+    path.write_bytes(data)
+    with Image.open(path) as im:
+        assert im.format == "SEM" and im.get_format_mimetype() == "image/x-sem"
+        assert im.size == (W, H) and im.mode == "RGB"
+        assert im._im is None  # nothing decoded yet
+        assert im.info["model"] == "tiny" and im.info["quality"] == 90
+        im.load()
+        assert np.array_equal(np.asarray(im), np.asarray(semcodec.decode(data)))
+    # from a stream, and the gray mode is known before loading
+    gray = semcodec.encode(img.convert("L"), quality=60, **TINY)
+    im = Image.open(io.BytesIO(gray))
+    assert im.mode == "L"
+    assert np.asarray(im.convert("RGB")).shape == (H, W, 3)
+
+
+def test_plugin_save(tmp_path: Path):
+    img = _rgb(3)
+    path = tmp_path / "saved.sem"
+    img.save(path, quality=90, **TINY)  # format from the extension
+    header = container.read_header(path.read_bytes())
+    assert (header.model_name, header.quality, header.width) == ("tiny", 90, W)
+    with Image.open(path) as im:
+        assert _diff(im, img) < 4
+    buf = io.BytesIO()
+    img.convert("L").save(buf, format="SEM", quality=0, model="tiny")
+    assert container.read_header(buf.getvalue()).mode == "L"
+
+
+def test_plugin_corrupt_files(tmp_path: Path):
+    data = bytearray(semcodec.encode(_rgb(), quality=20, **TINY))
+    data[-3] ^= 0xFF  # payload damage: header still fine
+    path = tmp_path / "bad.sem"
+    path.write_bytes(bytes(data))
+    with Image.open(path) as im:
+        assert im.size == (W, H)
+        with pytest.raises(OSError, match="CRC mismatch"):
+            im.load()
+    with Image.open(path) as im, pytest.raises(SyntaxError):
+        im.verify()
+    path.write_bytes(bytes(data[:20]))  # truncated header: not identified
+    with pytest.raises(Image.UnidentifiedImageError):
+        Image.open(path)
+
+
+def test_decode_refuses_wrong_model():
+    data = semcodec.encode(_rgb(), quality=0, **TINY)
+    with pytest.raises(semcodec.errors.SemcodecError):
+        semcodec.decode(data, model="no-such-model")

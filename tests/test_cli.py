@@ -1,0 +1,435 @@
+"""The command line: naming, batches, pipes, clobbering, atomicity, errors and exit codes.
+
+Everything runs with the seeded random "tiny" bundle on 64x48 images; the residual makes full
+decodes accurate regardless of the untrained networks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from PIL import Image
+
+from semcodec import container
+from semcodec.cli import cli
+from semcodec.ratecontrol import bytes_for_bpp, search_quality
+
+TINY = ["--model", "tiny", "--residual", "native"]
+W, H = 64, 48
+LINE_RE = re.compile(
+    r"^(?P<src>\S+) -> (?P<dst>\S+): (?P<bytes>\d+) bytes, (?P<bpp>[\d.]+) bpp "
+    r"\(map [\d.]+, compact [\d.]+(, residual [\d.]+)?\)"
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Two loaded cores: one torch thread is several times faster than two contending ones."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _image(seed: int = 0, mode: str = "RGB") -> Image.Image:
+    """A small structured test image (gradients, a block, mild noise)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:H, 0:W]
+    a = np.stack([x * 4 + seed * 10, y * 5, (x + y) * 2], -1).astype(np.int16)
+    a[10:30, 20 + seed : 40 + seed] = rng.integers(0, 256, 3)
+    a += rng.integers(-6, 7, a.shape).astype(np.int16)
+    img = Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+    return img.convert(mode)
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with a.png, b.png, g.png (gray) and bad.png (not an image)."""
+    _image(0).save(tmp_path / "a.png")
+    _image(1).save(tmp_path / "b.png")
+    _image(2, "L").save(tmp_path / "g.png")
+    (tmp_path / "bad.png").write_bytes(b"this is not an image")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*args: str, input: bytes | None = None):
+    """Invoke the CLI in-process (the commands' own error handling is what is tested)."""
+    result = CliRunner().invoke(cli, list(args), input=input)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def error_lines(result) -> list[str]:
+    """Non-empty stderr lines."""
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def pixels(path_or_img) -> np.ndarray:
+    img = path_or_img if isinstance(path_or_img, Image.Image) else Image.open(path_or_img)
+    return np.asarray(img).astype(np.int16)
+
+
+def no_temp_files(folder: Path) -> bool:
+    return not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+# ----- encode / decode ---------------------------------------------------------------------------
+def test_round_trip_default_naming_and_layers(work: Path):
+    r = run("encode", "a.png", "-q", "95", *TINY)
+    assert r.exit_code == 0, r.output
+    m = LINE_RE.match(r.stdout.strip())
+    assert m and m["src"] == "a.png" and m["dst"] == "a.sem", r.stdout
+    size = (work / "a.sem").stat().st_size
+    assert int(m["bytes"]) == size
+    assert float(m["bpp"]) == pytest.approx(8 * size / (W * H), abs=1e-3)
+
+    # default decode output would be a.png, the original: refused, original untouched
+    before = (work / "a.png").read_bytes()
+    r = run("decode", "a.sem")
+    assert r.exit_code == 1 and "file exists" in r.stderr
+    assert (work / "a.png").read_bytes() == before
+
+    r = run("decode", "a.sem", "-o", "full.png")
+    assert r.exit_code == 0, r.output
+    assert "a.sem -> full.png: 64x48 RGB (full layer)" in r.stdout
+    full = pixels("full.png")
+    assert full.shape == (H, W, 3)
+    assert np.abs(full - pixels("a.png")).mean() < 3.0
+
+    r = run("decode", "a.sem", "-o", "base.png", "--layer", "base")
+    assert r.exit_code == 0, r.output
+    base = pixels("base.png")
+    assert base.shape == full.shape
+    assert np.abs(base - pixels("a.png")).mean() > np.abs(full - pixels("a.png")).mean()
+
+
+def test_gray_input_decodes_to_gray_and_other_formats(work: Path):
+    assert run("encode", "g.png", *TINY).exit_code == 0
+    r = run("decode", "g.sem", "--format", "tiff")
+    assert r.exit_code == 0, r.output
+    out = Image.open("g.tiff")
+    assert out.mode == "L" and out.size == (W, H)
+    # format from -o's extension; an unknown one is a usage error
+    assert run("decode", "g.sem", "-o", "g.bmp").exit_code == 0
+    assert Image.open("g.bmp").format == "BMP"
+    assert run("decode", "g.sem", "-o", "g.xyz").exit_code == 2
+
+
+def test_output_options(work: Path):
+    (work / "out").mkdir()
+    r = run("encode", "a.png", "b.png", "-d", "out", "-q", "10", *TINY)
+    assert r.exit_code == 0, r.output
+    assert (work / "out" / "a.sem").exists() and (work / "out" / "b.sem").exists()
+    assert not (work / "a.sem").exists()
+    r = run("encode", "a.png", "-o", "named.sem", "-q", "10", *TINY)
+    assert r.exit_code == 0 and (work / "named.sem").exists()
+    r = run("decode", "out/a.sem", "out/b.sem", "-d", "out")
+    assert r.exit_code == 0, r.output
+    assert (work / "out" / "a.png").exists() and (work / "out" / "b.png").exists()
+    # usage errors: -o with several inputs, -o with -d
+    assert run("encode", "a.png", "b.png", "-o", "x.sem", *TINY).exit_code == 2
+    assert run("encode", "a.png", "-o", "x.sem", "-d", "out", *TINY).exit_code == 2
+
+
+def test_batch_with_bad_file(work: Path):
+    (work / "out").mkdir()
+    r = run("encode", "a.png", "bad.png", "g.png", "missing.png", "-d", "out", "-q", "5", *TINY)
+    assert r.exit_code == 1
+    errs = error_lines(r)
+    assert errs[-1] == "semcodec: error: 2 of 4 files failed"
+    assert len(errs) == 3 and all(e.startswith("semcodec: error: ") for e in errs)
+    assert "bad.png" in errs[0] and "missing.png" in errs[1]
+    assert sorted(p.name for p in (work / "out").iterdir()) == ["a.sem", "g.sem"]
+    assert len(r.stdout.splitlines()) == 2
+
+
+def test_jobs_gives_identical_files(work: Path):
+    for d in ("seq", "par"):
+        (work / d).mkdir()
+    names = ["a.png", "b.png", "g.png"]
+    assert run("encode", *names, "-d", "seq", "-q", "40", *TINY).exit_code == 0
+    r = run("encode", *names, "bad.png", "-d", "par", "-q", "40", "--jobs", "2", *TINY)
+    assert r.exit_code == 1 and "1 of 4 files failed" in r.stderr
+    for n in names:
+        sem = Path(n).with_suffix(".sem").name
+        assert (work / "seq" / sem).read_bytes() == (work / "par" / sem).read_bytes()
+    # per-file lines come in input order
+    assert [LINE_RE.match(x)["src"] for x in r.stdout.splitlines()] == names
+    r = run("decode", "par/a.sem", "par/g.sem", "-d", "par", "--jobs", "2")
+    assert r.exit_code == 0, r.output
+    assert Image.open(work / "par" / "g.png").mode == "L"
+
+
+def test_stdin_stdout(work: Path):
+    r = run("encode", "-", "-q", "60", *TINY, input=(work / "a.png").read_bytes())
+    assert r.exit_code == 0, r.output
+    assert r.stdout_bytes.startswith(container.MAGIC)
+    assert "<stdin> -> <stdout>" in r.stderr  # the report moves to stderr
+    sem = r.stdout_bytes
+    r = run("decode", "-", "-o", "-", input=sem)
+    assert r.exit_code == 0
+    out = Image.open(__import__("io").BytesIO(r.stdout_bytes))
+    assert out.format == "PNG" and out.size == (W, H)
+    r = run("encode", "a.png", "-o", "-", "-q", "60", "--quiet", *TINY)
+    assert r.stdout_bytes == sem and r.stderr == ""
+    assert run("encode", "-", "a.png", *TINY).exit_code == 2  # '-' only alone
+
+
+def test_no_clobber_and_force(work: Path):
+    assert run("encode", "a.png", "-q", "5", *TINY).exit_code == 0
+    first = (work / "a.sem").read_bytes()
+    r = run("encode", "a.png", "-q", "80", *TINY)
+    assert r.exit_code == 1
+    assert error_lines(r) == [
+        "semcodec: error: a.png: cannot write 'a.sem': file exists (use --force to overwrite)"
+    ]
+    assert (work / "a.sem").read_bytes() == first
+    r = run("encode", "a.png", "-q", "80", "--force", *TINY)
+    assert r.exit_code == 0
+    assert (work / "a.sem").read_bytes() != first
+    assert no_temp_files(work)
+
+
+def test_refuses_to_write_over_input(work: Path):
+    before = (work / "a.png").read_bytes()
+    r = run("encode", "a.png", "-o", "a.png", "--force", *TINY)
+    assert r.exit_code == 1 and "is the input file" in r.stderr
+    assert (work / "a.png").read_bytes() == before
+
+
+def test_corrupt_file_one_line_error_and_no_output(work: Path):
+    assert run("encode", "a.png", "-q", "20", *TINY).exit_code == 0
+    data = bytearray((work / "a.sem").read_bytes())
+    data[len(data) // 2] ^= 0x40
+    (work / "bad.sem").write_bytes(bytes(data))
+    for args in (["decode", "bad.sem", "-o", "bad-out.png"], ["info", "bad.sem"]):
+        r = run(*args)
+        assert r.exit_code == 1
+        assert len(error_lines(r)) == 1, r.stderr
+        assert r.stderr.startswith("semcodec: error: bad.sem: ") and "CRC mismatch" in r.stderr
+        assert "Traceback" not in r.output
+    assert not (work / "bad-out.png").exists() and no_temp_files(work)
+    r = run("decode", "bad.sem", "-o", "bad-out.png", "--debug")
+    assert r.exit_code == 1 and "Traceback" in r.stderr and "CorruptData" in r.stderr
+    r = run("--debug", "info", "bad.sem")
+    assert r.exit_code == 1 and "Traceback" in r.stderr
+
+
+def test_missing_output_directory(work: Path):
+    r = run("encode", "a.png", "-o", "nowhere/a.sem", *TINY)
+    assert r.exit_code == 1 and len(error_lines(r)) == 1
+    assert "does not exist" in r.stderr
+    r = run("encode", "a.png", "-d", "nowhere", *TINY)
+    assert r.exit_code == 1 and error_lines(r) == [
+        "semcodec: error: output directory 'nowhere' does not exist"
+    ]
+    assert not (work / "nowhere").exists()
+
+
+def test_usage_errors_exit_2(work: Path):
+    assert run("encode", "a.png", "--bogus").exit_code == 2
+    assert run("encode", "a.png", "-q", "101").exit_code == 2
+    assert run("encode").exit_code == 2
+    assert run("encode", "a.png", "-q", "5", "--target-size", "100").exit_code == 2
+    assert run("encode", "a.png", "--target-bpp", "1", "--target-size", "100").exit_code == 2
+    assert run("nosuchcommand").exit_code == 2
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.startswith("semcodec ")
+
+
+def test_unknown_model_is_a_processing_error(work: Path):
+    r = run("encode", "a.png", "--model", "no-such-model")
+    assert r.exit_code == 1 and len(error_lines(r)) == 1
+    assert r.stderr.startswith("semcodec: error: a.png: unknown model 'no-such-model' (known: ")
+
+
+def test_info_json(work: Path):
+    assert run("encode", "a.png", "g.png", "-q", "30", *TINY).exit_code == 0
+    r = run("info", "a.sem", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    size = (work / "a.sem").stat().st_size
+    assert d["file"] == "a.sem" and d["bytes"] == size
+    assert (d["width"], d["height"], d["mode"]) == (W, H, "RGB")
+    assert d["model"] == "tiny" and re.fullmatch(r"[0-9a-f]{16}", d["model_hash"])
+    assert d["quality"] == 30 and d["residual"] == "native"
+    assert set(d["layers"]) == {"semantic_map", "compact", "residual"}
+    assert d["header_bytes"] + sum(v["bytes"] for v in d["layers"].values()) == size
+    for v in d["layers"].values():
+        assert v["bpp"] == pytest.approx(8 * v["bytes"] / (W * H))
+    assert d["bpp"] == pytest.approx(8 * size / (W * H))
+    r = run("info", "a.sem", "g.sem", "--json")
+    both = json.loads(r.stdout)
+    assert [x["file"] for x in both] == ["a.sem", "g.sem"] and both[1]["mode"] == "L"
+    r = run("info", "a.sem")
+    assert r.stdout.startswith(f"a.sem: {size} bytes, 64x48 RGB")
+
+
+def test_target_size_real(work: Path):
+    sizes = {}
+    for q in (0, 100):
+        assert run("encode", "a.png", "-q", str(q), "-o", f"q{q}.sem", *TINY).exit_code == 0
+        sizes[q] = (work / f"q{q}.sem").stat().st_size
+    target = (sizes[0] + sizes[100]) // 2
+    r = run("encode", "a.png", "--target-size", str(target), *TINY)
+    assert r.exit_code == 0, r.output
+    got = (work / "a.sem").stat().st_size
+    assert sizes[0] <= got <= target
+    assert re.search(r", quality \d+$", r.stdout.strip())
+    # infeasible: the smallest file is written with a warning, exit 0
+    r = run("encode", "a.png", "--target-size", "10", "-o", "small.sem", *TINY)
+    assert r.exit_code == 0
+    assert "semcodec: warning: a.png: target of 10 bytes cannot be met" in r.stderr
+    assert (work / "small.sem").read_bytes() == (work / "q0.sem").read_bytes()
+    # bpp target: within the budget
+    r = run("encode", "a.png", "--target-bpp", "3", "-o", "bpp.sem", *TINY)
+    assert r.exit_code == 0
+    assert (work / "bpp.sem").stat().st_size <= bytes_for_bpp(3, W, H)
+
+
+def test_decode_segmentation_map(work: Path):
+    assert run("encode", "a.png", "-q", "0", *TINY).exit_code == 0
+    r = run("decode", "a.sem", "-o", "d.png", "--segmentation", "map.png")
+    assert r.exit_code == 0, r.output
+    seg = Image.open("map.png")
+    assert seg.mode == "P" and seg.size == (W, H)
+    assert run("decode", "a.sem", "a.sem", "--segmentation", "m.png").exit_code == 2
+
+
+def test_segment(work: Path):
+    r = run("segment", "a.png", "-o", "labels.png", "--model", "tiny")
+    assert r.exit_code == 0, r.output
+    lab = Image.open("labels.png")
+    assert lab.mode == "L" and lab.size == (W, H)
+    assert np.asarray(lab).max() < 11
+    r = run("segment", "a.png", "-o", "color.png", "--color", "--model", "tiny")
+    assert r.exit_code == 0
+    col = Image.open("color.png")
+    assert col.mode == "P" and np.array_equal(np.asarray(col), np.asarray(lab))
+    assert run("segment", "a.png", "-o", "labels.png", "--model", "tiny").exit_code == 1
+
+
+def test_eval_seg_models_and_groups(work: Path):
+    data = work / "camvid"
+    (data / "img").mkdir(parents=True)
+    lines = []
+    for i in range(2):
+        _image(i).save(data / "img" / f"{i}.png")
+        lab = (np.arange(H * W).reshape(H, W) % 12).astype(np.uint8)  # 11 is void
+        Image.fromarray(lab).save(data / "img" / f"{i}_L.png")
+        lines.append(f"img/{i}.png img/{i}_L.png")
+    (data / "test.txt").write_text("\n".join(lines) + "\n")
+    r = run("eval", "seg", "--data", str(data), "--model", "tiny", "--limit", "1", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["images"] == 1 and 0 <= d["miou"] <= 1 and len(d["per_class_iou"]) == 11
+    r = run("eval", "seg", "--data", str(data), "--split", "val", "--model", "tiny")
+    assert r.exit_code == 1 and len(error_lines(r)) == 1  # no val.txt
+
+    r = run("models")
+    assert r.exit_code == 0 and re.search(r"^tiny\s+[0-9a-f]{16}\s", r.stdout, re.M)
+    r = run("train", "--help")
+    assert r.exit_code == 0 and "seg" in r.stdout and "codec" in r.stdout
+    assert run("--help").exit_code == 0
+
+
+# ----- rate control (fake encoder) ---------------------------------------------------------------
+def _fake(sizes):
+    calls = []
+
+    def encode(q: int) -> bytes:
+        calls.append(q)
+        return b"x" * sizes(q)
+
+    return encode, calls
+
+
+@pytest.mark.parametrize("target", [100, 101, 150, 499, 500, 777, 1099, 1100])
+def test_search_quality_picks_highest_fitting(target: int):
+    encode, calls = _fake(lambda q: 100 + 10 * q)  # 100 .. 1100 bytes
+    q, data, met = search_quality(encode, target)
+    assert met and len(data) <= target
+    assert q == min(100, (target - 100) // 10)
+    assert len(calls) == len(set(calls)) <= 9
+
+
+def test_search_quality_infeasible_and_edges():
+    encode, calls = _fake(lambda q: 100 + q)
+    q, data, met = search_quality(encode, 99)
+    assert (q, len(data), met) == (0, 100, False) and calls == [0]
+    encode, calls = _fake(lambda q: 100 + q)
+    q, data, met = search_quality(encode, 10**6)
+    assert (q, len(data), met) == (100, 200, True) and calls == [0, 100]
+    with pytest.raises(ValueError):
+        search_quality(encode, -1)
+
+
+def test_search_quality_never_exceeds_with_steps_and_noise():
+    rng = np.random.default_rng(0)
+    steps = np.cumsum(rng.integers(0, 40, 101)) + 50  # monotone with plateaus
+
+    for target in rng.integers(40, int(steps[-1]) + 50, 50):
+        encode, _ = _fake(lambda q: int(steps[q]))
+        q, data, met = search_quality(encode, int(target))
+        if met:
+            assert len(data) <= target
+            assert q == 100 or steps[q + 1] > target
+        else:
+            assert q == 0 and steps[0] > target
+    # a non-monotone encoder still never yields a file over the target when met
+    encode, _ = _fake(lambda q: 1000 - q if q % 7 else 10 * q)
+    q, data, met = search_quality(encode, 600)
+    assert met and len(data) <= 600
+
+
+def test_bytes_for_bpp():
+    assert bytes_for_bpp(1.0, 64, 48) == 384
+    assert bytes_for_bpp(0.26, 10, 10) == 3  # rounded down
+
+
+# ----- real processes: pipes and exit codes ------------------------------------------------------
+def _cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "semcodec.cli", *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def test_subprocess_pipe_and_exit_codes(work: Path):
+    enc = subprocess.Popen(
+        _cmd("encode", "-", "-o", "-", "-q", "95", *TINY),
+        stdin=open(work / "a.png", "rb"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    dec = subprocess.run(
+        _cmd("decode", "-", "-o", "-"), stdin=enc.stdout, capture_output=True, env=_env()
+    )
+    enc.stdout.close()
+    assert enc.wait(timeout=120) == 0, enc.stderr.read()
+    assert dec.returncode == 0, dec.stderr
+    img = Image.open(__import__("io").BytesIO(dec.stdout))
+    assert img.size == (W, H) and img.mode == "RGB"
+    assert np.abs(pixels(img) - pixels(work / "a.png")).mean() < 3
+
+    usage = subprocess.run(_cmd("info"), capture_output=True, text=True, env=_env())
+    assert usage.returncode == 2 and "Usage:" in usage.stderr
+    (work / "junk.sem").write_bytes(b"\x89SEM\r\n\x1a\n\x01")
+    bad = subprocess.run(_cmd("info", "junk.sem"), capture_output=True, text=True, env=_env())
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines() == [
+        "semcodec: error: junk.sem: truncated header: 9 bytes, the fixed header alone is 34"
+    ]
