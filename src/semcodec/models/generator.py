@@ -92,7 +92,9 @@ class Generator(nn.Module):
             self.multiple = 2**cfg.downsamplings
         else:
             raise ValueError(f"unknown generator kind {cfg.kind!r}")
-        nn.init.zeros_(self.body[-2].weight if cfg.kind == "s2d" else self.body[-1].weight)
+        last = self.body[-2] if cfg.kind == "s2d" else self.body[-1]
+        nn.init.zeros_(last.weight)  # start as the identity on the base: training refines from there
+        nn.init.zeros_(last.bias)
 
     def forward(
         self, compact: torch.Tensor, labels: torch.Tensor, size: tuple[int, int]

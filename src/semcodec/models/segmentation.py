@@ -129,18 +129,18 @@ class DilatedResNet(nn.Module):
 
 def coord_channels(h: int, w: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """B5: rows i and columns j scaled to [-1, 1], and r = sqrt(i^2 + j^2); shape (3, h, w)."""
-    i = (
-        torch.linspace(-1.0, 1.0, h, device=device, dtype=dtype)
-        if h > 1
-        else torch.zeros(1, device=device, dtype=dtype)
-    )
-    j = (
-        torch.linspace(-1.0, 1.0, w, device=device, dtype=dtype)
-        if w > 1
-        else torch.zeros(1, device=device, dtype=dtype)
-    )
+    i = _scaled_index(h, device, dtype)
+    j = _scaled_index(w, device, dtype)
     ii, jj = torch.meshgrid(i, j, indexing="ij")
     return torch.stack([ii, jj, torch.sqrt(ii * ii + jj * jj)])
+
+
+def _scaled_index(n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """0..n-1 scaled linearly to [-1, 1], exact at the ends and the centre."""
+    if n == 1:
+        return torch.zeros(1, device=device, dtype=dtype)
+    k = torch.arange(n, device=device, dtype=torch.float64)
+    return ((2 * k - (n - 1)) / (n - 1)).to(dtype)
 
 
 class CoordConcat(nn.Module):
