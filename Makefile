@@ -1,0 +1,44 @@
+# semcodec — quick start: `make demo` and `make test` each set up everything they need.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_VERSION ?= 2.13.0
+# Elsewhere, keep torch CPU-only with: make TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_PIP_ARGS ?=
+STAMP := $(VENV)/.semcodec-installed
+KODAK ?= ../shared/data/kodak
+BSDS ?= ../shared/data/bsds500-test
+
+.PHONY: all venv demo test lint bench bench-bsds bench-speed bench-large fuzz clean
+
+all: test
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" $(TORCH_PIP_ARGS)
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/python -m semcodec.demo
+
+test: venv
+	$(BIN)/python -m pytest -q tests
+
+lint: venv
+	$(BIN)/ruff check src tests
+
+bench: venv
+	$(BIN)/semcodec bench --images $(KODAK) --out bench-out/kodak.json --csv bench-out/kodak.csv --plot docs/rd-kodak.png
+
+bench-bsds: venv
+	$(BIN)/semcodec bench --images $(BSDS) --out bench-out/bsds.json --csv bench-out/bsds.csv --plot docs/rd-bsds.png
+
+bench-speed: venv
+	$(BIN)/python -m semcodec.bench.speed --images $(KODAK)
+
+clean:
+	rm -rf build dist *.egg-info src/*.egg-info demo-out bench-out .pytest_cache
