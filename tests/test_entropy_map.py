@@ -1,0 +1,137 @@
+"""Round trips, rate and corruption handling of the semantic-map coder (A1)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from semcodec.entropy.semantic_map import decode_map, encode_map
+from semcodec.errors import CorruptData
+
+NC = 12
+
+
+def _blocky(h: int, w: int, seed: int, n_rect: int = 12) -> np.ndarray:
+    """Synthetic map with large uniform regions, like a downsampled segmentation."""
+    rng = np.random.default_rng(seed)
+    lab = np.full((h, w), rng.integers(NC), dtype=np.uint8)
+    for _ in range(n_rect):
+        y0, x0 = rng.integers(0, h), rng.integers(0, w)
+        y1, x1 = y0 + rng.integers(1, h // 2 + 2), x0 + rng.integers(1, w // 2 + 2)
+        lab[y0:y1, x0:x1] = rng.integers(NC)
+    return lab
+
+
+def _roundtrip(lab: np.ndarray, nc: int = NC) -> bytes:
+    data = encode_map(lab, nc)
+    out = decode_map(data, lab.shape[0], lab.shape[1], nc)
+    assert out.dtype == np.uint8 and out.shape == lab.shape
+    np.testing.assert_array_equal(out, lab)
+    return data
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 17), (23, 1), (2, 2), (31, 47), (64, 96)])
+def test_roundtrip_random(shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(shape[0] * 1000 + shape[1])
+    _roundtrip(rng.integers(0, NC, size=shape, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_roundtrip_blocky(seed: int) -> None:
+    _roundtrip(_blocky(64, 96, seed))
+
+
+def test_roundtrip_few_classes_and_two_class_alphabets() -> None:
+    rng = np.random.default_rng(5)
+    _roundtrip(rng.integers(0, 2, size=(20, 30), dtype=np.uint8), nc=2)
+    _roundtrip((rng.integers(0, 2, size=(20, 30)) * 7).astype(np.uint8))  # classes {0, 7}
+    _roundtrip(rng.integers(0, 256, size=(16, 16), dtype=np.uint8), nc=256)
+    _roundtrip(np.array([[3, 4, 5, 3, 4]], dtype=np.uint8))  # every class a neighbour
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 50), (64, 96)])
+def test_single_class_is_tiny(shape: tuple[int, int]) -> None:
+    lab = np.full(shape, 9, dtype=np.uint8)
+    assert len(_roundtrip(lab)) <= 2
+    assert len(_roundtrip(np.zeros(shape, np.uint8), nc=1)) <= 2
+
+
+def test_blocky_rate_far_below_uniform() -> None:
+    lab = _blocky(96, 128, seed=11, n_rect=10)
+    bits = 8 * len(_roundtrip(lab)) / lab.size
+    assert bits < 0.2 * math.log2(NC), bits
+
+
+def test_random_rate_near_entropy() -> None:
+    rng = np.random.default_rng(3)
+    lab = rng.integers(0, NC, size=(48, 64), dtype=np.uint8)
+    bits = 8 * len(_roundtrip(lab)) / lab.size
+    assert bits < 1.25 * math.log2(NC), bits  # fast adaptation costs a little on noise
+
+
+def test_invalid_arguments() -> None:
+    lab = np.zeros((4, 4), np.uint8)
+    with pytest.raises(ValueError):
+        encode_map(lab.astype(np.int32), NC)
+    with pytest.raises(ValueError):
+        encode_map(np.zeros((4,), np.uint8), NC)
+    with pytest.raises(ValueError):
+        encode_map(np.zeros((0, 4), np.uint8), NC)
+    with pytest.raises(ValueError):
+        encode_map(np.full((4, 4), 12, np.uint8), NC)
+    with pytest.raises(ValueError):
+        encode_map(lab, 0)
+    with pytest.raises(ValueError):
+        decode_map(b"\x00\x00", 0, 4, NC)
+    with pytest.raises(ValueError):
+        decode_map(b"\x00\x00", 1 << 14, 1 << 14, NC)
+
+
+def test_truncated_and_extended_payloads_raise() -> None:
+    lab = _blocky(40, 50, seed=2)
+    data = encode_map(lab, NC)
+    for cut in range(len(data)):
+        with pytest.raises(CorruptData):
+            decode_map(data[:cut], 40, 50, NC)
+    with pytest.raises(CorruptData):
+        decode_map(data + b"\x00\x00\x00\x00", 40, 50, NC)
+
+
+def test_constant_payload_validation() -> None:
+    with pytest.raises(CorruptData):
+        decode_map(b"\x00\x0c", 3, 3, NC)  # class 12 out of range
+    with pytest.raises(CorruptData):
+        decode_map(b"\x00\x01\x02", 3, 3, NC)
+    with pytest.raises(CorruptData):
+        decode_map(b"\x07\x01", 3, 3, NC)
+
+
+def test_random_bytes_raise_or_stay_in_range() -> None:
+    rng = np.random.default_rng(7)
+    for i in range(200):
+        n = int(rng.integers(1, 64))
+        junk = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        if i % 2:  # a plausible header makes the range decoder itself run on garbage
+            nw = max(1, (n - 4) // 4)
+            junk = bytes([1, 0xFF, 0x0F, nw]) + (junk * 5)[: 4 * nw]
+        try:
+            out = decode_map(junk, 9, 11, NC)
+        except CorruptData:
+            continue
+        else:
+            assert i % 2, "pure random bytes should fail the header checks"
+            assert out.shape == (9, 11) and out.max() < NC
+
+
+def test_garbage_words_never_out_of_range() -> None:
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        words = rng.integers(0, 1 << 32, 8, dtype=np.uint32).tobytes()
+        payload = bytes([1, 0b00010011, 0x00, 8]) + words  # classes {0, 1, 4}
+        try:
+            out = decode_map(payload, 6, 7, NC)
+        except CorruptData:
+            continue
+        assert set(np.unique(out)) <= {0, 1, 4}

@@ -1,0 +1,205 @@
+"""Residual backends (A5): registry, round trips, rate monotonicity, error bounds, corruption."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semcodec.entropy.residual import (
+    BACKENDS,
+    ResidualBackend,
+    backend_by_code,
+    get_backend,
+)
+from semcodec.entropy.residual_avif import from_uint8, to_uint8
+from semcodec.entropy.residual_native import NativeBackend, quality_to_step
+from semcodec.errors import CorruptData
+
+ALL = pytest.mark.parametrize("name", BACKENDS)
+
+
+def _residual(h: int, w: int, seed: int = 0, amp: float = 20.0) -> np.ndarray:
+    """Residual-like test data: noise, a smooth component and a few sharp edges."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    smooth = 15 * np.sin(xx / 5.0 + 3 * seed)[..., None] * np.cos(yy / 7.0)[..., None]
+    edges = np.where((xx // 11 + yy // 9) % 3 == 0, 30.0, 0.0)[..., None]
+    noise = rng.normal(0, amp, (h, w, 3))
+    r = smooth * np.array([1.0, 0.6, -0.3]) + edges * np.array([1.0, 1.0, 0.5]) + noise
+    return np.clip(np.rint(r), -255, 255).astype(np.int16)
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b) ** 2))
+    return 10 * np.log10(255**2 / max(mse, 1e-12))
+
+
+def test_registry() -> None:
+    assert BACKENDS == ("native", "avif")
+    for name in BACKENDS:
+        b = get_backend(name)
+        assert isinstance(b, ResidualBackend)
+        assert b.name == name
+        assert backend_by_code(b.code) is b
+    assert get_backend("native").code == 1 and get_backend("avif").code == 2
+    with pytest.raises(ValueError):
+        get_backend("jpeg")
+    for code in (0, 3, 255, -1):
+        with pytest.raises(CorruptData):
+            backend_by_code(code)
+
+
+@ALL
+@pytest.mark.parametrize("shape", [(1, 1), (7, 13), (1, 9), (9, 1), (24, 40)])
+def test_roundtrip_shapes(name: str, shape: tuple[int, int]) -> None:
+    b = get_backend(name)
+    r = _residual(*shape, seed=shape[0] + shape[1])
+    data = b.encode(r, 80)
+    out = b.decode(data, *shape)
+    assert out.dtype == np.int16 and out.shape == shape + (3,)
+    assert out.min() >= -255 and out.max() <= 255
+    assert _psnr(out, r) > 28
+
+
+@ALL
+def test_extreme_values_and_zero(name: str) -> None:
+    b = get_backend(name)
+    r = np.full((8, 12, 3), 255, np.int16)
+    r[:, ::2] = -255
+    out = b.decode(b.encode(r, 100), 8, 12)
+    assert out.min() >= -255 and out.max() <= 255
+    z = np.zeros((10, 9, 3), np.int16)
+    np.testing.assert_array_equal(b.decode(b.encode(z, 30), 10, 9), z)
+
+
+@ALL
+def test_quality_monotonic_in_bytes(name: str) -> None:
+    b = get_backend(name)
+    r = _residual(40, 48, seed=3)
+    sizes = [len(b.encode(r, q)) for q in (0, 30, 60, 90, 100)]
+    assert sizes == sorted(sizes), sizes
+    assert sizes[-1] > 2 * sizes[0]
+
+
+@ALL
+def test_deterministic(name: str) -> None:
+    b = get_backend(name)
+    r = _residual(24, 32, seed=4)
+    assert b.encode(r, 55) == b.encode(r.copy(), 55)
+
+
+def test_native_error_bounded_by_step() -> None:
+    b = get_backend("native")
+    r = _residual(32, 40, seed=5, amp=30)
+    for q in (0, 40, 70, 90):
+        step = quality_to_step(q)
+        out = b.decode(b.encode(r, q), 32, 40)
+        rmse = float(np.sqrt(np.mean((out.astype(np.float64) - r) ** 2)))
+        assert rmse <= step, (q, step, rmse)
+    out = b.decode(b.encode(r, 100), 32, 40)
+    assert np.abs(out.astype(np.int32) - r).max() <= 1
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (9, 17), (20, 12)])
+def test_native_block_size_8_decodes_with_the_registered_backend(shape: tuple[int, int]) -> None:
+    r = _residual(*shape, seed=11)
+    data = NativeBackend(8).encode(r, 85)
+    out = get_backend("native").decode(data, *shape)
+    assert out.shape == shape + (3,)
+    assert _psnr(out, r) > 30
+    with pytest.raises(ValueError):
+        NativeBackend(12)
+    with pytest.raises(CorruptData):
+        get_backend("native").decode(data[:3] + b"\x05" + data[4:], *shape)
+
+
+def test_native_quality_to_step() -> None:
+    steps = [quality_to_step(q) for q in range(101)]
+    assert steps == sorted(steps, reverse=True)
+    assert steps[100] == 0.5
+    with pytest.raises(ValueError):
+        quality_to_step(101)
+
+
+def test_avif_mapping_inverts() -> None:
+    r = np.arange(-255, 256, dtype=np.int16)
+    for num, den in ((1, 1), (2, 1), (3, 2), (1, 2)):
+        back = from_uint8(to_uint8(r, num, den, 128), num, den, 128)
+        inside = np.abs(r * num / den) <= 127
+        err = np.abs(back[inside].astype(np.int32) - r[inside]).max()
+        assert err <= (0 if num >= den else 1), (num, den, err)
+    np.testing.assert_array_equal(
+        from_uint8(to_uint8(r, 1, 1, 128), 1, 1, 128), np.clip(r, -128, 127)
+    )
+
+
+@ALL
+def test_invalid_arguments(name: str) -> None:
+    b = get_backend(name)
+    r = _residual(8, 8)
+    with pytest.raises(ValueError):
+        b.encode(r.astype(np.int32), 50)
+    with pytest.raises(ValueError):
+        b.encode(r[..., :2], 50)
+    with pytest.raises(ValueError):
+        b.encode(np.full((4, 4, 3), 256, np.int16), 50)
+    with pytest.raises(ValueError):
+        b.encode(r, 101)
+    with pytest.raises(ValueError):
+        b.encode(np.zeros((0, 4, 3), np.int16), 50)
+    with pytest.raises(ValueError):
+        b.decode(b"\x01\x00\x00\x00", 0, 8)
+
+
+@ALL
+def test_truncated_payload_raises(name: str) -> None:
+    b = get_backend(name)
+    r = _residual(16, 24, seed=6)
+    data = b.encode(r, 70)
+    cuts = sorted(set(range(0, 24)) | set(range(24, len(data), max(1, len(data) // 40))))
+    for cut in cuts:
+        with pytest.raises(CorruptData):
+            b.decode(data[:cut], 16, 24)
+
+
+@ALL
+def test_random_bytes_raise(name: str) -> None:
+    b = get_backend(name)
+    rng = np.random.default_rng(9)
+    for _ in range(30):
+        junk = rng.integers(0, 256, int(rng.integers(1, 300)), dtype=np.uint8).tobytes()
+        with pytest.raises(CorruptData):
+            b.decode(junk, 16, 16)
+
+
+def test_native_garbage_after_valid_header_never_crashes() -> None:
+    b = get_backend("native")
+    rng = np.random.default_rng(10)
+    for _ in range(40):
+        n = int(rng.integers(1, 40))
+        words = rng.integers(0, 256, 4 * n, dtype=np.uint8).tobytes()
+        try:
+            out = b.decode(bytes([1, 100, 0, 0, n]) + words, 16, 16)
+        except CorruptData:
+            continue
+        assert out.shape == (16, 16, 3) and out.min() >= -255 and out.max() <= 255
+
+
+def test_avif_wrong_size_or_header_raises() -> None:
+    b = get_backend("avif")
+    data = b.encode(_residual(16, 24, seed=7), 50)
+    with pytest.raises(CorruptData):
+        b.decode(data, 24, 16)
+    with pytest.raises(CorruptData):
+        b.decode(b"\x02" + data[1:], 16, 24)
+    with pytest.raises(CorruptData):
+        b.decode(data[:1] + b"\x00" + data[2:], 16, 24)
+    flipped = bytearray(data)
+    for i in range(40, len(flipped), 7):
+        flipped[i] ^= 0xFF
+    try:
+        out = b.decode(bytes(flipped), 16, 24)
+    except CorruptData:
+        pass
+    else:
+        assert out.shape == (16, 24, 3)
