@@ -1,0 +1,1 @@
+"""Rate–distortion benchmarks: codec adapters, metrics, BD-rate, runner and ``bench`` CLI."""

@@ -1,0 +1,393 @@
+"""Codec adapters for the benchmark: one interface over Pillow, imagecodecs and semcodec.
+
+Every adapter maps ``encode(rgb, setting) -> bytes`` and ``decode(bytes) -> rgb`` where ``rgb``
+is an ``(H, W, 3)`` uint8 array, and ``bytes`` is a complete file (container included) so that
+``bpp = 8 · len(bytes) / (W · H)`` counts everything a user would store.  Each adapter has a
+default list of settings spanning roughly 0.05–1.5 bpp on Kodak; the low end is set by what
+each codec can do (JPEG q=3 and WebP q=0 give about 0.1 bpp, JPEG XL's largest distance, 25,
+about 0.13 bpp).  Classic codecs run single-threaded by default so encode and
+decode times are comparable and the benchmark shares a machine politely.
+
+Settings per codec (the value passed to ``encode``):
+
+* ``jpeg`` — Pillow/libjpeg ``quality`` 1–95, 4:2:0, ``optimize=True`` (Huffman tables
+  optimised), baseline.
+* ``webp`` — Pillow/libwebp lossy ``quality`` 0–100, ``method=6`` (slowest, best).
+* ``jpeg2000`` — Pillow/OpenJPEG compression *ratio* (``quality_mode="rates"``,
+  ``quality_layers=[ratio]``), 9/7 irreversible wavelet, ``mct=1`` (RGB→YCbCr), JP2 file.
+  A ratio targets ``24 / ratio`` bpp, so rates mode gives a precise, even spread.
+* ``avif`` — Pillow/libavif ``quality`` 0–100, 4:2:0, ``speed=6`` (libavif's default speed;
+  lower is slower and slightly better), default encoder (libaom where available).
+* ``jxl`` — imagecodecs/libjxl Butteraugli ``distance`` (lower is better), ``effort=7``
+  (libjxl's default).  Optional: unavailable without ``imagecodecs``.
+* ``semcodec`` — semcodec ``quality`` (0–100) with the configured residual backend.
+* ``semcodec-base`` — the same files, decoded with ``layer="base"`` (the GAN base layer alone).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+__all__ = [
+    "CodecAdapter",
+    "CodecUnavailable",
+    "register_codec",
+    "get_codec",
+    "codec_names",
+    "CLASSIC_CODECS",
+    "Setting",
+]
+
+Setting = int | float | str
+
+#: Codecs that need no trained model: the default set for benchmarks and tests.
+CLASSIC_CODECS: tuple[str, ...] = ("jpeg", "webp", "jpeg2000", "avif", "jxl")
+
+
+class CodecUnavailable(RuntimeError):
+    """The codec's library is missing: the benchmark skips it and records why."""
+
+
+class CodecAdapter(ABC):
+    """Common interface so the benchmark loop never special-cases a codec."""
+
+    name: str = ""
+    description: str = ""
+    setting_name: str = "quality"
+    default_settings: tuple[Setting, ...] = ()
+
+    def unavailable_reason(self) -> str | None:
+        """None when the codec can run here, else why not (checked once, before the loop)."""
+        return None
+
+    @abstractmethod
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        """Compress an (H, W, 3) uint8 image into a complete file."""
+
+    @abstractmethod
+    def decode(self, data: bytes) -> np.ndarray:
+        """Decompress a file produced by ``encode`` back to (H, W, 3) uint8."""
+
+    def info(self) -> dict[str, Any]:
+        """What the JSON report records about this codec, so runs can be reproduced."""
+        return {
+            "description": self.description,
+            "setting": self.setting_name,
+            "default_settings": list(self.default_settings),
+        }
+
+
+def _rgb_image(rgb: np.ndarray) -> Image.Image:
+    """Validate the array contract once for all Pillow-based adapters."""
+    if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise ValueError(f"expected (H, W, 3) uint8, got {rgb.shape} {rgb.dtype}")
+    return Image.fromarray(np.ascontiguousarray(rgb), "RGB")
+
+
+def _pil_decode(data: bytes) -> np.ndarray:
+    """Decode any Pillow-readable file to RGB uint8."""
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+
+
+def _pil_encode(rgb: np.ndarray, fmt: str, **params: Any) -> bytes:
+    """Save through Pillow into memory: the returned bytes are the whole file."""
+    buf = io.BytesIO()
+    _rgb_image(rgb).save(buf, format=fmt, **params)
+    return buf.getvalue()
+
+
+def _pil_feature_reason(feature: str, label: str) -> str | None:
+    """Pillow may be built without a codec; report that instead of failing mid-run."""
+    from PIL import features
+
+    try:
+        return None if features.check(feature) else f"Pillow built without {label} support"
+    except ValueError:
+        return f"this Pillow does not know the {label} feature"
+
+
+class JpegAdapter(CodecAdapter):
+    """Baseline JPEG: the anchor every BD-rate is measured against by default."""
+
+    name = "jpeg"
+    description = "JPEG (Pillow/libjpeg), 4:2:0, optimize=True, setting = quality"
+    default_settings = (3, 5, 8, 12, 18, 25, 35, 50, 65, 75, 80)
+
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        """Encode with optimised Huffman tables so JPEG is not handicapped by defaults."""
+        return _pil_encode(rgb, "JPEG", quality=int(setting), subsampling="4:2:0", optimize=True)
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """Pillow decode to RGB."""
+        return _pil_decode(data)
+
+
+class WebpAdapter(CodecAdapter):
+    """Lossy WebP (VP8 intra) at its slowest, best method."""
+
+    name = "webp"
+    description = "WebP lossy (Pillow/libwebp), method=6, setting = quality"
+    default_settings = (0, 5, 10, 20, 30, 40, 50, 60, 70, 80, 85)
+
+    def unavailable_reason(self) -> str | None:
+        """Pillow can be built without libwebp."""
+        return _pil_feature_reason("webp", "WebP")
+
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        """method=6 is the strongest rate–distortion search libwebp offers."""
+        return _pil_encode(rgb, "WEBP", quality=float(setting), method=6, lossless=False)
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """Pillow decode to RGB."""
+        return _pil_decode(data)
+
+
+class Jpeg2000Adapter(CodecAdapter):
+    """JPEG 2000 with rate targeting, the usual way it is benchmarked."""
+
+    name = "jpeg2000"
+    description = (
+        "JPEG 2000 (Pillow/OpenJPEG), 9/7 irreversible, mct=1, JP2 file, "
+        "quality_mode=rates, setting = compression ratio (target bpp = 24/ratio)"
+    )
+    setting_name = "ratio"
+    # target bpp 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.25, 1.5
+    default_settings = (480, 320, 240, 160, 120, 80, 60, 48, 32, 24, 19.2, 16)
+
+    def unavailable_reason(self) -> str | None:
+        """Pillow can be built without OpenJPEG."""
+        return _pil_feature_reason("jpg_2000", "JPEG 2000")
+
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        """Rates mode hits the target size; fewer wavelet levels for tiny images."""
+        levels = max(1, min(6, int(math.log2(max(1, min(rgb.shape[:2])))) - 1))
+        return _pil_encode(
+            rgb,
+            "JPEG2000",
+            quality_mode="rates",
+            quality_layers=[float(setting)],
+            irreversible=True,
+            mct=1,
+            num_resolutions=levels,
+        )
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """Pillow decode to RGB."""
+        return _pil_decode(data)
+
+
+class AvifAdapter(CodecAdapter):
+    """AVIF (AV1 intra) through Pillow's libavif binding."""
+
+    name = "avif"
+    description = "AVIF (Pillow/libavif), 4:2:0, speed=6, setting = quality"
+    default_settings = (0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75)
+
+    def __init__(self, speed: int = 6, threads: int = 1) -> None:
+        self.speed = speed
+        self.threads = threads
+        self.description = f"AVIF (Pillow/libavif), 4:2:0, speed={speed}, setting = quality"
+
+    def unavailable_reason(self) -> str | None:
+        """Pillow < 11.3 or a build without libavif has no AVIF."""
+        return _pil_feature_reason("avif", "AVIF")
+
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        """Fixed speed so the curve is one encoder configuration, not a mix."""
+        return _pil_encode(
+            rgb,
+            "AVIF",
+            quality=int(setting),
+            speed=self.speed,
+            subsampling="4:2:0",
+            max_threads=self.threads,
+        )
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """Pillow decode to RGB."""
+        return _pil_decode(data)
+
+    def info(self) -> dict[str, Any]:
+        """Record the speed and the AV1 encoder libavif used."""
+        d = super().info()
+        d["speed"] = self.speed
+        try:
+            from PIL import _avif
+
+            d["codec_versions"] = _avif.codec_versions()
+        except Exception:  # noqa: BLE001 - informative only
+            pass
+        return d
+
+
+class JxlAdapter(CodecAdapter):
+    """JPEG XL through imagecodecs (optional dependency)."""
+
+    name = "jxl"
+    description = "JPEG XL (imagecodecs/libjxl), effort=7, setting = Butteraugli distance"
+    setting_name = "distance"
+    default_settings = (25.0, 15.0, 10.0, 7.0, 5.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.25)
+
+    def __init__(self, effort: int = 7, threads: int = 1) -> None:
+        self.effort = effort
+        self.threads = threads
+        self.description = (
+            f"JPEG XL (imagecodecs/libjxl), effort={effort}, setting = Butteraugli distance"
+        )
+
+    def unavailable_reason(self) -> str | None:
+        """imagecodecs is an optional extra (``pip install semcodec[jxl]``)."""
+        try:
+            import imagecodecs
+        except ImportError:
+            return "imagecodecs not installed (pip install imagecodecs)"
+        if not getattr(imagecodecs, "JPEGXL", None) or not imagecodecs.JPEGXL.available:
+            return "imagecodecs built without JPEG XL"
+        return None
+
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        """Distance is libjxl's native rate knob; effort fixed like AVIF's speed."""
+        import imagecodecs
+
+        _rgb_image(rgb)  # validate
+        return bytes(
+            imagecodecs.jpegxl_encode(
+                np.ascontiguousarray(rgb),
+                distance=float(setting),
+                effort=self.effort,
+                numthreads=self.threads,
+            )
+        )
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """imagecodecs decode; JXL of 8-bit RGB input decodes to uint8 RGB."""
+        import imagecodecs
+
+        out = np.asarray(imagecodecs.jpegxl_decode(data, numthreads=self.threads))
+        if out.dtype != np.uint8:
+            raise ValueError(f"unexpected JPEG XL output dtype {out.dtype}")
+        return out[..., :3].copy()
+
+    def info(self) -> dict[str, Any]:
+        """Record effort and the libjxl version."""
+        d = super().info()
+        d["effort"] = self.effort
+        try:
+            import imagecodecs
+
+            d["libjxl"] = imagecodecs.jpegxl_version()
+        except Exception:  # noqa: BLE001 - informative only
+            pass
+        return d
+
+
+class SemcodecAdapter(CodecAdapter):
+    """The codec under test, imported lazily so the benchmark works without a model."""
+
+    name = "semcodec"
+    description = "semcodec (learned), setting = quality"
+    # Provisional until the codec's rate range on Kodak is known; override with --qualities.
+    default_settings = (10, 25, 40, 55, 70, 85)
+
+    def __init__(self, model: str = "default", residual: str = "avif", layer: str | None = None):
+        self.model = model
+        self.residual = residual
+        self.layer = layer
+        self._codec: Any = None
+        if layer == "base":
+            self.name = "semcodec-base"
+        self.description = (
+            f"semcodec model={model} residual={residual}"
+            + (f", decoded layer={layer} (bytes are the whole file)" if layer else "")
+            + ", setting = quality"
+        )
+
+    def unavailable_reason(self) -> str | None:
+        """The pipeline module may not exist yet, or its model may be missing."""
+        try:
+            import semcodec.codec  # noqa: F401
+        except Exception as e:  # noqa: BLE001 - any import failure means "skip"
+            return f"semcodec.codec not importable: {type(e).__name__}: {e}"
+        return None
+
+    def _get(self) -> Any:
+        """Build the Codec once: loading the model dominates otherwise."""
+        if self._codec is None:
+            from semcodec.codec import Codec
+
+            self._codec = Codec(model=self.model)
+        return self._codec
+
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        """Encode through the public API exactly as a user would."""
+        return bytes(self._get().encode(_rgb_image(rgb), quality=setting, residual=self.residual))
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """Decode the full reconstruction, or only the base layer for ``semcodec-base``."""
+        codec = self._get()
+        result = codec.decode(data) if self.layer is None else codec.decode(data, layer=self.layer)
+        return np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy()
+
+    def info(self) -> dict[str, Any]:
+        """Record model and residual so runs with different models are distinguishable."""
+        d = super().info()
+        d.update(model=self.model, residual=self.residual, layer=self.layer)
+        return d
+
+
+_REGISTRY: dict[str, Callable[..., CodecAdapter]] = {}
+
+
+def register_codec(name: str, factory: Callable[..., CodecAdapter]) -> None:
+    """Add a codec so new backends plug into the CLI without editing the loop."""
+    _REGISTRY[name] = factory
+
+
+def codec_names() -> list[str]:
+    """Registered codec names in registration order (the CLI's help text uses this)."""
+    return list(_REGISTRY)
+
+
+def get_codec(
+    name: str, *, model: str = "default", residual: str = "avif", threads: int = 1
+) -> CodecAdapter:
+    """Instantiate a codec by name with the options that apply to it."""
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown codec {name!r}; known: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name](model=model, residual=residual, threads=threads)
+
+
+def _simple(cls: type[CodecAdapter]) -> Callable[..., CodecAdapter]:
+    """Factory for adapters without options: ignore the ones that do not apply."""
+    return lambda **_: cls()
+
+
+register_codec("jpeg", _simple(JpegAdapter))
+register_codec("webp", _simple(WebpAdapter))
+register_codec("jpeg2000", _simple(Jpeg2000Adapter))
+register_codec("avif", lambda threads=1, **_: AvifAdapter(threads=threads))
+register_codec("jxl", lambda threads=1, **_: JxlAdapter(threads=threads))
+register_codec(
+    "semcodec",
+    lambda model="default", residual="avif", **_: SemcodecAdapter(model=model, residual=residual),
+)
+register_codec(
+    "semcodec-base",
+    lambda model="default", residual="avif", **_: SemcodecAdapter(
+        model=model, residual=residual, layer="base"
+    ),
+)
+
+
+def settings_or_default(adapter: CodecAdapter, settings: Sequence[Setting] | None) -> list:
+    """The user's settings if given, else the adapter's defaults."""
+    return list(settings) if settings else list(adapter.default_settings)

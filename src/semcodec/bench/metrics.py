@@ -1,0 +1,119 @@
+"""Objective quality metrics for the rate–distortion benchmark: PSNR and MS-SSIM on 8-bit RGB."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from pytorch_msssim import ms_ssim as _lib_ms_ssim
+from pytorch_msssim.ssim import _fspecial_gauss_1d, _ssim
+
+from semcodec.bench.bdrate import msssim_to_db
+
+__all__ = ["MSSSIM_WEIGHTS", "MsssimResult", "msssim_scales", "psnr", "ms_ssim", "msssim_to_db"]
+
+#: Wang et al. (2003) per-scale exponents, finest scale first (pytorch-msssim's default).
+MSSSIM_WEIGHTS: tuple[float, ...] = (0.0448, 0.2856, 0.3001, 0.2363, 0.1333)
+WIN_SIZE = 11
+
+
+def _check(ref: np.ndarray, test: np.ndarray) -> None:
+    """Reject mismatched inputs early: a silent broadcast would give a meaningless score."""
+    if ref.shape != test.shape:
+        raise ValueError(f"image shapes differ: {ref.shape} vs {test.shape}")
+    if ref.ndim != 3 or ref.shape[2] != 3:
+        raise ValueError(f"expected (H, W, 3) RGB arrays, got {ref.shape}")
+    if ref.dtype != np.uint8 or test.dtype != np.uint8:
+        raise ValueError(f"expected uint8 arrays, got {ref.dtype} and {test.dtype}")
+
+
+def psnr(ref: np.ndarray, test: np.ndarray) -> float:
+    """PSNR in dB of 8-bit RGB, one MSE over all pixels and channels (inf when identical)."""
+    _check(ref, test)
+    diff = ref.astype(np.float64) - test.astype(np.float64)
+    mse = float(np.mean(diff * diff))
+    if mse == 0.0:
+        return math.inf
+    return 10.0 * math.log10(255.0 * 255.0 / mse)
+
+
+@dataclass(frozen=True)
+class MsssimResult:
+    """MS-SSIM value and the number of scales it used (fewer than 5 for small images)."""
+
+    value: float
+    scales: int
+
+    @property
+    def db(self) -> float:
+        """The value in dB, the scale BD-rates are computed on."""
+        return float(msssim_to_db(self.value))
+
+
+def msssim_scales(height: int, width: int, win_size: int = WIN_SIZE) -> int:
+    """Number of MS-SSIM scales an image supports: the coarsest must exceed the window.
+
+    Scale ``n`` (1-based) sees the image downsampled ``n − 1`` times, so the short side must be
+    larger than ``(win_size − 1) · 2^(n−1)``; with the 11-tap window this is 160 px for 5
+    scales, 80 for 4, 40 for 3, 20 for 2 and 10 for 1.
+    """
+    short = min(height, width)
+    n = 0
+    while n < len(MSSSIM_WEIGHTS) and short > (win_size - 1) * 2**n:
+        n += 1
+    return n
+
+
+def _to_tensor(a: np.ndarray) -> torch.Tensor:
+    """(H, W, 3) uint8 → (1, 3, H, W) float32 in [0, 255], the layout pytorch-msssim wants."""
+    return torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1).unsqueeze(0).float()
+
+
+def _ms_ssim_scales(x: torch.Tensor, y: torch.Tensor, weights: list[float]) -> float:
+    """pytorch-msssim's multi-scale loop without its fixed 5-scale size assertion.
+
+    Same steps as ``pytorch_msssim.ms_ssim``: contrast-structure terms at every scale but the
+    coarsest, full SSIM at the coarsest, 2×2 average pooling in between, per-channel product of
+    the weighted powers, then the mean over channels.
+    """
+    win = _fspecial_gauss_1d(WIN_SIZE, 1.5).repeat([x.shape[1], 1, 1, 1])
+    w = x.new_tensor(weights)
+    mcs = []
+    ssim_pc = None
+    for i in range(len(weights)):
+        ssim_pc, cs = _ssim(x, y, win=win, data_range=255, size_average=False, K=(0.01, 0.03))
+        if i < len(weights) - 1:
+            mcs.append(torch.relu(cs))
+            pad = [s % 2 for s in x.shape[2:]]
+            x = torch.nn.functional.avg_pool2d(x, kernel_size=2, padding=pad)
+            y = torch.nn.functional.avg_pool2d(y, kernel_size=2, padding=pad)
+    assert ssim_pc is not None
+    stack = torch.stack([*mcs, torch.relu(ssim_pc)], dim=0)
+    return float(torch.prod(stack ** w.view(-1, 1, 1), dim=0).mean())
+
+
+def ms_ssim(ref: np.ndarray, test: np.ndarray) -> MsssimResult:
+    """MS-SSIM of 8-bit RGB (pytorch-msssim, data_range=255, 11-tap Gaussian, σ = 1.5).
+
+    The standard 5-scale MS-SSIM needs a short side of at least 161 px.  Smaller images are
+    not padded (reflect padding would invent structure the codec never saw); instead the
+    coarsest scales are dropped: with ``n = msssim_scales(H, W)`` scales the first ``n`` of the
+    Wang et al. weights are used, renormalised to sum to 1, and SSIM's luminance term is taken
+    at scale ``n``.  ``MsssimResult.scales`` records ``n`` so reports can flag such images;
+    values with different ``n`` are not strictly comparable.  Images with a short side of
+    10 px or less have no valid scale and raise ``ValueError``.
+    """
+    _check(ref, test)
+    n = msssim_scales(ref.shape[0], ref.shape[1])
+    if n == 0:
+        raise ValueError(f"image {ref.shape[1]}x{ref.shape[0]} too small for MS-SSIM (<= 10 px)")
+    x, y = _to_tensor(ref), _to_tensor(test)
+    with torch.no_grad():
+        if n == len(MSSSIM_WEIGHTS):
+            value = float(_lib_ms_ssim(x, y, data_range=255, size_average=True))
+        else:
+            w = np.asarray(MSSSIM_WEIGHTS[:n], dtype=np.float64)
+            value = _ms_ssim_scales(x, y, list(w / w.sum()))
+    return MsssimResult(value, n)

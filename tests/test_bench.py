@@ -1,0 +1,400 @@
+"""Tests for the rate–distortion benchmark: BD-rate maths, metrics, adapters, runner, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from semcodec.bench import rd
+from semcodec.bench.bdrate import (
+    BDRateWarning,
+    Pchip,
+    bd_dist,
+    bd_dist_result,
+    bd_rate,
+    bd_rate_result,
+    msssim_to_db,
+)
+from semcodec.bench.cli import bench, parse_qualities
+from semcodec.bench.codecs import get_codec
+from semcodec.bench.metrics import _ms_ssim_scales, _to_tensor, ms_ssim, msssim_scales, psnr
+
+METHODS = ("cubic", "pchip")
+
+
+def _curve(d: np.ndarray) -> np.ndarray:
+    """A realistic, non-polynomial RD curve: rate grows exponentially with PSNR."""
+    return 0.02 * np.exp(0.23 * d) * (1.0 + 0.05 * np.sin(d))
+
+
+# --- BD-rate ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("k", [0.8, 0.5, 1.25])
+def test_bd_rate_constant_factor_is_exact(method: str, k: float) -> None:
+    d = np.array([28.0, 30.5, 32.0, 34.5, 36.0, 38.0])
+    r = _curve(d)
+    got = bd_rate(r, d, k * r, d, method=method)
+    assert got == pytest.approx((k - 1.0) * 100.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_bd_rate_log_linear_curve_with_different_points(method: str) -> None:
+    # log-rate linear in distortion: both fits reproduce it exactly wherever it is sampled
+    da = np.array([26.0, 29.0, 31.0, 35.0, 37.0])
+    dt = np.array([27.0, 28.5, 33.0, 36.0, 39.0])
+    rate = lambda d, k: k * np.exp(0.2 * d)  # noqa: E731
+    r = bd_rate_result(rate(da, 1.0), da, rate(dt, 0.8), dt, method=method)
+    assert r.ok and r.value == pytest.approx(-20.0, abs=1e-9)
+    assert r.interval == pytest.approx((27.0, 37.0))
+    # at equal rate the test curve is log(1/0.8)/0.2 dB better
+    g = bd_dist(rate(da, 1.0), da, rate(dt, 0.8), dt, method=method)
+    assert g == pytest.approx(math.log(1 / 0.8) / 0.2, abs=1e-9)
+
+
+def test_bd_rate_order_and_duplicates_do_not_matter() -> None:
+    d = np.array([30.0, 34.0, 28.0, 36.0, 32.0])
+    r = _curve(d)
+    perm = np.array([3, 0, 4, 1, 2])
+    for m in METHODS:
+        a = bd_rate(r, d, 0.7 * r, d, method=m)
+        b = bd_rate(r[perm], d[perm], 0.7 * r, d, method=m)
+        assert a == pytest.approx(b) == pytest.approx(-30.0)
+    # a repeated point (same file twice) is merged, not a singular fit
+    d2, r2 = np.append(d, d[0]), np.append(r, r[0])
+    assert bd_rate(r2, d2, 0.7 * r2, d2, method="pchip") == pytest.approx(-30.0)
+
+
+def test_bd_rate_too_few_points_gives_nan_with_reason() -> None:
+    d = np.array([30.0, 32.0, 34.0])
+    res = bd_rate_result(_curve(d), d, _curve(d), d)
+    assert math.isnan(res.value) and "need >= 4" in (res.reason or "")
+    with pytest.warns(BDRateWarning, match="need >= 4"):
+        assert math.isnan(bd_rate(_curve(d), d, _curve(d), d, method="cubic"))
+    # non-finite and non-positive points are dropped before counting
+    d4 = np.array([30.0, 32.0, 34.0, np.inf])
+    r4 = np.array([0.1, 0.2, 0.0, 0.5])
+    assert "dropped" in (bd_rate_result(r4, d4, r4, d4).reason or "")
+
+
+def test_bd_rate_non_overlapping_ranges() -> None:
+    da, dt = np.array([25.0, 26, 27, 28]), np.array([30.0, 31, 32, 33])
+    for m in METHODS:
+        res = bd_rate_result(_curve(da), da, _curve(dt), dt, method=m)
+        assert math.isnan(res.value) and "do not overlap" in (res.reason or "")
+        assert not res.ok
+        assert "do not overlap" in (bd_dist_result(da, da, dt, dt, method=m).reason or "")
+    with pytest.raises(ValueError):
+        bd_rate(_curve(da), da, _curve(da), da, method="linear")  # type: ignore[arg-type]
+
+
+def test_bd_methods_agree_on_smooth_data() -> None:
+    d = np.linspace(26, 40, 8)
+    r = _curve(d)
+    rt = _curve(d - 1.0)  # test reaches d with the bits the anchor spends on d − 1: ≈ −20 %
+    c = bd_rate(r, d, rt, d, method="cubic")
+    p = bd_rate(r, d, rt, d, method="pchip")
+    assert -25 < c < -15 and abs(c - p) < 1.0
+
+
+def test_msssim_db() -> None:
+    assert msssim_to_db(0.9) == pytest.approx(10.0)
+    assert msssim_to_db(0.99) == pytest.approx(20.0)
+    assert math.isinf(msssim_to_db(1.0))
+
+
+# --- PCHIP ------------------------------------------------------------------------------------
+
+
+def test_pchip_is_monotone_and_interpolates() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x = np.cumsum(rng.uniform(0.1, 3.0, 7))
+        y = np.cumsum(rng.exponential(1.0, 7) * (rng.uniform(size=7) > 0.3))  # with flat runs
+        p = Pchip(x, y)
+        assert np.allclose(p(x), y)
+        xs = np.linspace(x[0], x[-1], 2000)
+        ys = p(xs)
+        assert np.all(np.diff(ys) >= -1e-12)  # monotone where the data are
+        assert ys.min() >= y.min() - 1e-12 and ys.max() <= y.max() + 1e-12  # no overshoot
+        # exact integral agrees with a fine trapezoid rule
+        a, b = x[0] + 0.3, x[-1] - 0.2
+        xs2 = np.linspace(a, b, 20001)
+        trap = float(np.sum((p(xs2)[1:] + p(xs2)[:-1]) * np.diff(xs2)) / 2)
+        assert p.integrate(a, b) == pytest.approx(trap, rel=1e-6)
+
+
+def test_pchip_matches_reference_slopes() -> None:
+    # Fritsch–Carlson by hand (what scipy's PchipInterpolator computes): secants 1, 3, 5;
+    # interior 6 / (3/1 + 3/3) = 1.5 and 6 / (3/3 + 3/5) = 3.75; ends (3·1 − 3)/2 = 0 and
+    # (3·5 − 3)/2 = 6
+    p = Pchip([0, 1, 2, 3], [0, 1, 4, 9])
+    assert p.d == pytest.approx([0.0, 1.5, 3.75, 6.0])
+    # a local maximum gets a zero slope, a step stays flat
+    assert Pchip([0, 1, 2], [0, 1, 0]).d[1] == 0.0
+    step = Pchip([0, 1, 2, 3], [0, 0, 1, 1])
+    assert np.allclose(step(np.linspace(0, 1, 11)), 0.0)
+    with pytest.raises(ValueError):
+        Pchip([0, 0, 1], [1, 2, 3])
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def _test_image(seed: int, size: int = 192) -> np.ndarray:
+    """Gradient plus noise: compressible but not trivial, like a photo."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:size, 0:size].astype(np.float64)
+    base = np.stack([x / size * 200, y / size * 200, (x + y) / (2 * size) * 255], axis=-1)
+    blobs = 40 * np.sin(x / 9.0 + seed) * np.cos(y / 13.0)
+    img = base + blobs[..., None] + rng.normal(0, 12, base.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def test_psnr() -> None:
+    a = np.zeros((8, 8, 3), np.uint8)
+    b = a.copy()
+    assert math.isinf(psnr(a, b))
+    b[0, 0, 0] = 255  # MSE over all 192 samples = 255² / 192
+    assert psnr(a, b) == pytest.approx(10 * math.log10(192))
+    with pytest.raises(ValueError):
+        psnr(a, b[:4])
+
+
+def test_ms_ssim_small_image_uses_fewer_scales() -> None:
+    assert msssim_scales(512, 768) == 5
+    assert msssim_scales(161, 400) == 5 and msssim_scales(160, 400) == 4
+    assert msssim_scales(64, 64) == 3 and msssim_scales(10, 10) == 0
+    img = _test_image(1, 64)
+    noisy = np.clip(img.astype(int) + np.random.default_rng(2).integers(-20, 21, img.shape), 0, 255)
+    r = ms_ssim(img, noisy.astype(np.uint8))
+    assert r.scales == 3 and 0.5 < r.value < 1.0 and r.db > 3
+    assert ms_ssim(img, img).value == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        ms_ssim(img[:10, :10], img[:10, :10])
+
+
+def test_ms_ssim_own_loop_matches_library_at_five_scales() -> None:
+    a = _test_image(3)
+    b = np.clip(a.astype(int) + np.random.default_rng(4).integers(-25, 26, a.shape), 0, 255)
+    b = b.astype(np.uint8)
+    lib = ms_ssim(a, b)
+    assert lib.scales == 5
+    own = _ms_ssim_scales(_to_tensor(a), _to_tensor(b), [0.0448, 0.2856, 0.3001, 0.2363, 0.1333])
+    assert own == pytest.approx(lib.value, abs=1e-6)
+
+
+# --- codecs and bpp ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["jpeg", "webp", "jpeg2000", "avif"])
+def test_adapters_round_trip_whole_files(name: str) -> None:
+    img = _test_image(5, 96)
+    c = get_codec(name)
+    if c.unavailable_reason():
+        pytest.skip(c.unavailable_reason())
+    data = c.encode(img, c.default_settings[len(c.default_settings) // 2])
+    # the bytes are a complete file: Pillow opens them without any extra header
+    with Image.open(io.BytesIO(data)) as im:
+        assert im.size == (96, 96)
+    out = c.decode(data)
+    assert out.shape == img.shape and out.dtype == np.uint8
+    assert psnr(img, out) > 20
+
+
+def test_bpp_counts_whole_file() -> None:
+    img = _test_image(6, 96)
+    data = get_codec("jpeg").encode(img, 50)
+    assert data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9"  # SOI … EOI: all of it
+    assert rd.bpp(len(data), 96, 96) == 8 * len(data) / (96 * 96)
+    assert rd.bpp(1000, 100, 80) == pytest.approx(1.0)
+
+
+def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple] = []
+
+    class FakeCodec:
+        def __init__(self, model: str) -> None:
+            calls.append(("init", model))
+
+        def encode(self, image: Image.Image, quality: int, residual: str) -> bytes:
+            calls.append(("encode", image.mode, quality, residual))
+            buf = io.BytesIO()
+            image.save(buf, "PNG")
+            return buf.getvalue()
+
+        def decode(self, data: bytes, layer: str | None = None) -> types.SimpleNamespace:
+            calls.append(("decode", layer))
+            return types.SimpleNamespace(image=Image.open(io.BytesIO(data)))
+
+    fake = types.ModuleType("semcodec.codec")
+    fake.Codec = FakeCodec  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "semcodec.codec", fake)
+    img = _test_image(7, 32)
+    full = get_codec("semcodec", model="m1", residual="native")
+    base = get_codec("semcodec-base", model="m1", residual="native")
+    assert full.unavailable_reason() is None
+    assert np.array_equal(full.decode(full.encode(img, 40)), img)
+    assert np.array_equal(base.decode(base.encode(img, 40)), img)
+    assert ("init", "m1") in calls and ("encode", "RGB", 40, "native") in calls
+    assert ("decode", None) in calls and ("decode", "base") in calls
+
+
+def test_unknown_and_unavailable_codecs_are_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "semcodec.codec", None)  # import fails
+    paths = _write_images(tmp_path, n=1, size=48)
+    res = rd.run_benchmark(paths, ["jpeg", "nope", "semcodec"], {"jpeg": [50]}, progress=False)
+    assert res["codecs"]["nope"]["status"] == "skipped"
+    assert res["codecs"]["semcodec"]["status"] == "skipped"
+    assert "semcodec.codec" in res["codecs"]["semcodec"]["reason"]
+    assert len(res["records"]) == 1
+
+
+# --- end to end -------------------------------------------------------------------------------
+
+
+def _write_images(d: Path, n: int = 2, size: int = 192) -> list[Path]:
+    paths = []
+    for i in range(n):
+        p = d / f"img{i}.png"
+        Image.fromarray(_test_image(10 + i, size)).save(p)
+        paths.append(p)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    d = tmp_path_factory.mktemp("imgs")
+    paths = _write_images(d)
+    return rd.run_benchmark(
+        paths, ["jpeg", "webp"], {"jpeg": [20, 80], "webp": [20, 80]}, progress=False
+    )
+
+
+TOP_KEYS = {"schema", "created", "environment", "config", "codecs", "images", "records",
+            "aggregate", "bd"}  # fmt: skip
+RECORD_KEYS = {"image", "codec", "setting", "bytes", "bpp", "psnr", "msssim", "msssim_db",
+               "msssim_scales", "encode_s", "decode_s", "error"}  # fmt: skip
+AGG_KEYS = {"setting", "n", "bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s"}
+BD_KEYS = {"bd_rate", "reason", "interval", "bd_dist", "bd_dist_reason"}
+
+
+def test_end_to_end_json_schema(tiny_run: dict, tmp_path: Path) -> None:
+    res = tiny_run
+    assert set(res) == TOP_KEYS and res["schema"] == rd.SCHEMA
+    assert len(res["records"]) == 2 * 2 * 2
+    for r in res["records"]:
+        assert set(r) == RECORD_KEYS and r["error"] is None
+        assert r["bpp"] == pytest.approx(8 * r["bytes"] / (192 * 192))
+        assert r["msssim_scales"] == 5 and 0 < r["msssim"] <= 1
+        assert r["encode_s"] >= 0 and r["decode_s"] >= 0
+    assert {i["name"] for i in res["images"]} == {"img0", "img1"}
+    for codec in ("jpeg", "webp"):
+        rows = res["aggregate"][codec]
+        assert [r["setting"] for r in rows] == [20, 80]
+        assert all(set(r) == AGG_KEYS and r["n"] == 2 for r in rows)
+        assert rows[0]["bpp"] < rows[1]["bpp"] and rows[0]["psnr"] < rows[1]["psnr"]
+        recs = [r["bpp"] for r in res["records"] if r["codec"] == codec and r["setting"] == 20]
+        assert rows[0]["bpp"] == pytest.approx(np.mean(recs))
+    bd = res["bd"]
+    assert bd["anchor"] == "jpeg" and set(bd["codecs"]) == {"jpeg", "webp"}
+    w = bd["codecs"]["webp"]
+    for metric in ("psnr", "msssim_db"):
+        for m in METHODS:
+            assert set(w[metric][m]) == BD_KEYS
+            assert w[metric][m]["bd_rate"] is None and "need >= 4" in w[metric][m]["reason"]
+    # strict JSON round trip, documented schema
+    out = tmp_path / "r.json"
+    rd.write_json(res, out)
+    assert rd.read_json(out) == json.loads(out.read_text())
+    doc = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
+    assert "## JSON schema" in doc and rd.SCHEMA in doc
+    for key in TOP_KEYS | RECORD_KEYS | AGG_KEYS | BD_KEYS:
+        assert f'"{key}"' in doc, key
+
+
+def test_end_to_end_outputs(tiny_run: dict, tmp_path: Path) -> None:
+    table = rd.format_table(tiny_run)
+    assert "BD-rate vs jpeg" in table and "webp" in table
+    rd.write_csv(tiny_run, tmp_path / "r.csv")
+    lines = (tmp_path / "r.csv").read_text().splitlines()
+    assert len(lines) == 1 + 8 and lines[0].startswith("image,width,height,codec,setting,bytes")
+    rd.plot_rd(tiny_run, tmp_path / "rd.png")
+    with Image.open(tmp_path / "rd.png") as im:
+        assert im.width > 500
+    paths = rd.crops(tiny_run, tmp_path / "crops", reference="webp", size=64)
+    assert len(paths) == 2 * 2  # images × reference settings
+    with Image.open(paths[0]) as im:
+        assert im.width == 3 * 64  # original | webp | jpeg
+
+
+def _synthetic(scale: float) -> dict:
+    d = np.array([28.0, 30.0, 32.0, 34.0, 36.0])
+    rows = [
+        {"setting": i, "n": 1, "bpp": float(scale * b), "psnr": float(p), "msssim": 0.9,
+         "msssim_db": float(p) - 18.0, "encode_s": 0.0, "decode_s": 0.0}
+        for i, (b, p) in enumerate(zip(_curve(d), d, strict=True))
+    ]  # fmt: skip
+    return {"schema": rd.SCHEMA, "aggregate": {"x": rows}}
+
+
+def test_compare_two_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    out = rd.compare(_synthetic(1.0), _synthetic(0.9))
+    for metric in ("psnr", "msssim_db"):
+        for m in METHODS:
+            assert out["x"][metric][m]["bd_rate"] == pytest.approx(-10.0)
+    assert "-10.00" in capsys.readouterr().out
+
+
+def test_progress_bar_only_on_a_tty() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = rd.ProgressBar(2, stream=stream)
+        bar.update("a")
+        bar.update("b")
+        bar.close()
+    assert "\r[" in tty.getvalue() and "2/2" in tty.getvalue() and tty.getvalue().endswith("\n")
+    assert pipe.getvalue() == ""
+    assert rd.ProgressBar(2, enabled=False, stream=Tty()).enabled is False
+
+
+def test_cli(tmp_path: Path) -> None:
+    assert parse_qualities("jpeg:10,50; jpeg2000:24,19.2;x:a") == {
+        "jpeg": [10, 50],
+        "jpeg2000": [24, 19.2],
+        "x": ["a"],
+    }
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    _write_images(imgs, n=2, size=48)
+    out = tmp_path / "r.json"
+    runner = CliRunner()
+    res = runner.invoke(
+        bench,
+        ["--images", str(imgs), "--limit", "1", "--codecs", "jpeg", "--qualities",
+         "jpeg:10,30,60,90", "--out", str(out), "--no-progress"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert len(data["images"]) == 1 and len(data["records"]) == 4
+    res = runner.invoke(bench, ["--compare", str(out), str(out)])
+    assert res.exit_code == 0 and "+0.00" in res.output
+    assert runner.invoke(bench, ["--codecs", "jpeg"]).exit_code != 0  # no --images
+    bad = runner.invoke(bench, ["--images", str(imgs), "--codecs", "bogus"])
+    assert bad.exit_code != 0 and "bogus" in bad.output
