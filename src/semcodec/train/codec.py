@@ -130,16 +130,16 @@ def generator_losses(
     ms = msssim_loss(x_hat.clamp(0, 1), x)
     loss = w.l1 * l1 + w.msssim * ms + w.rate * bpp
     logs = {
-        "bpp": float(bpp),
-        "l1": float(l1),
-        "msssim": 1 - float(ms),
+        "bpp": float(bpp.detach()),
+        "l1": float(l1.detach()),
+        "msssim": 1 - float(ms.detach()),
         "psnr": float(-10 * torch.log10(F.mse_loss(x_hat.clamp(0, 1), x).detach() + 1e-10)),
     }
     if perc is not None and w.perceptual > 0:
         with autocast(device, bf16):
             lp = perc(x_hat, x)
         loss = loss + w.perceptual * lp.float()
-        logs["perc"] = float(lp)
+        logs["perc"] = float(lp.detach())
     if disc is not None and (w.gan > 0 or w.feature_matching > 0):
         oh = one_hot_map(
             labels,
@@ -148,13 +148,17 @@ def generator_losses(
             else nets.module.comp.cfg.num_classes,
             x.shape[-2:],
         )
-        with autocast(device, bf16):
-            fake = disc(x_hat * 2 - 1, oh, o["base"].detach() * 2 - 1)
-            with torch.no_grad():
-                real = disc(x * 2 - 1, oh, o["base"].detach() * 2 - 1)
+        disc.requires_grad_(False)  # the generator step needs gradients through D, not for D
+        try:
+            with autocast(device, bf16):
+                fake = disc(x_hat * 2 - 1, oh, o["base"].detach() * 2 - 1)
+                with torch.no_grad():
+                    real = disc(x * 2 - 1, oh, o["base"].detach() * 2 - 1)
+        finally:
+            disc.requires_grad_(True)
         adv, fm = g_adv_loss(fake), feature_matching_loss(real, fake)
         loss = loss + w.gan * adv + w.feature_matching * fm
-        logs.update(adv=float(adv), fm=float(fm))
+        logs.update(adv=float(adv.detach()), fm=float(fm.detach()))
     return loss, {"x_hat": x_hat.detach(), "base": o["base"].detach(), **logs}
 
 
@@ -203,7 +207,7 @@ def train_codec(
         x, labels = sampler(cfg.batch)
         x, labels = x.to(device), labels.to(device)
         loss, logs = generator_losses(
-            g_model, d_model if use_d else None, perc, x, labels, cfg.weights, device, cfg.bf16
+            g_model, disc if use_d else None, perc, x, labels, cfg.weights, device, cfg.bf16
         )
         opt_g.zero_grad(set_to_none=True)
         loss.backward()
@@ -212,7 +216,10 @@ def train_codec(
             oh = one_hot_map(labels, nets.comp.cfg.num_classes, x.shape[-2:])
             base = logs["base"] * 2 - 1
             with autocast(device, cfg.bf16):
-                ld = d_loss(d_model(x * 2 - 1, oh, base), d_model(logs["x_hat"] * 2 - 1, oh, base))
+                # one discriminator call on [real; fake] so DDP sees one forward per backward
+                both = d_model(torch.cat([x, logs["x_hat"]]) * 2 - 1, torch.cat([oh, oh]), torch.cat([base, base]))
+                n = x.shape[0]
+                ld = d_loss([[f[:n] for f in sc] for sc in both], [[f[n:] for f in sc] for sc in both])
             opt_d.zero_grad(set_to_none=True)
             ld.backward()
             opt_d.step()
