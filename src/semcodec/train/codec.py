@@ -53,6 +53,7 @@ class CodecTrainConfig:
     batch: int = 8
     crop: int = 128
     lr: float = 2e-4
+    lr_context: float = 1e-2
     weights: LossWeights = field(default_factory=LossWeights)
     bf16: bool = True
     seed: int = 0
@@ -184,16 +185,31 @@ def train_codec(
     disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
     perc_net = load_vgg19(str(vgg)) if vgg is not None else SegBackboneFeatures(seg.rgb.backbone)
     perc = PerceptualLoss(perc_net).to(device)
-    opt_g = torch.optim.Adam(nets.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
-    opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
+    use_d = cfg.weights.gan > 0 or cfg.weights.feature_matching > 0
+    betas = (0.5, 0.999) if use_d else (0.9, 0.999)  # GAN-style momentum only with a discriminator
+    opt_g = torch.optim.Adam(
+        [
+            {"params": [*nets.comp.parameters(), *nets.gen.parameters()], "lr": cfg.lr},
+            # the context table is a plain lookup of logits: it needs a far larger step to track
+            # the symbol statistics within a few hundred steps
+            {"params": nets.ctx.parameters(), "lr": cfg.lr_context},
+        ],
+        betas=betas,
+    )
+    opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.lr, betas=betas)
     ckpt_path = out / "codec-checkpoint.pt"
     state = load_checkpoint(ckpt_path) if resume else None
     step, hours = 0, 0.0
     if state is not None:
         nets.load_state_dict(state["nets"])
         disc.load_state_dict(state["disc"])
-        opt_g.load_state_dict(state["opt_g"])
+        if len(state["opt_g"]["param_groups"]) == len(opt_g.param_groups):
+            opt_g.load_state_dict(state["opt_g"])
+            for group, lr in zip(opt_g.param_groups, (cfg.lr, cfg.lr_context), strict=True):
+                group["lr"], group["betas"] = lr, betas  # the recipe of this run wins
         opt_d.load_state_dict(state["opt_d"])
+        for group in opt_d.param_groups:
+            group["lr"], group["betas"] = cfg.lr, betas
         step, hours = int(state["step"]), float(state.get("hours", 0.0))
     g_model = DDP(nets) if world > 1 else nets
     d_model = DDP(disc) if world > 1 else disc
