@@ -26,7 +26,9 @@ def _outputs() -> dict[str, torch.Tensor]:
     comp = CompNet(COMPNET_CONFIGS["tiny"]).eval()
     gen = Generator(GENERATOR_CONFIGS["tiny"]).eval()
     with torch.no_grad():
-        for p in gen.body[-2].parameters():  # leave the identity start: give the output layer weights
+        for p in gen.body[
+            -2
+        ].parameters():  # leave the identity start: give the output layer weights
             p.normal_(0, 0.05)
     x = torch.rand(1, 3, 32, 48, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

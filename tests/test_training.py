@@ -72,7 +72,12 @@ def test_every_loss_term_is_finite_with_gradients() -> None:
     assert all(p.grad is None for p in disc.parameters())
     real = disc(x, torch.zeros(2, 11, 64, 64), x)
     fake = disc(x.flip(-1), torch.zeros(2, 11, 64, 64), x)
-    for v in (d_loss(real, fake), g_adv_loss(fake), feature_matching_loss(real, fake), msssim_loss(x, x.flip(-1))):
+    for v in (
+        d_loss(real, fake),
+        g_adv_loss(fake),
+        feature_matching_loss(real, fake),
+        msssim_loss(x, x.flip(-1)),
+    ):
         assert torch.isfinite(v)
 
 
@@ -87,7 +92,9 @@ def test_ms_ssim_matches_pytorch_msssim_on_large_images() -> None:
     torch.manual_seed(0)
     x = torch.rand(1, 3, 200, 200)
     y = (x + 0.05 * torch.randn_like(x)).clamp(0, 1)
-    assert torch.allclose(ms_ssim_scales(x, y), ms_ssim(x, y, data_range=1.0, size_average=False), atol=1e-5)
+    assert torch.allclose(
+        ms_ssim_scales(x, y), ms_ssim(x, y, data_range=1.0, size_average=False), atol=1e-5
+    )
 
 
 def test_rate_term_equals_coded_bits() -> None:
@@ -130,21 +137,68 @@ def _torchrun(module: str, args: list[str], tmp_path) -> subprocess.CompletedPro
 
 
 def test_seg_ddp_two_processes(tmp_path) -> None:
-    r = _torchrun("semcodec.train.seg", ["--synthetic", "--model", "tiny", "--iters", "2", "--batch", "2",
-                                         "--crop", "32x32", "--out", str(tmp_path / "seg"), "--no-bf16"], tmp_path)
+    r = _torchrun(
+        "semcodec.train.seg",
+        [
+            "--synthetic",
+            "--model",
+            "tiny",
+            "--iters",
+            "2",
+            "--batch",
+            "2",
+            "--crop",
+            "32x32",
+            "--out",
+            str(tmp_path / "seg"),
+            "--no-bf16",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     state = torch.load(tmp_path / "seg" / "seg-checkpoint.pt", weights_only=True)
     assert state["step"] == 2
     # resume continues from the checkpoint
-    r = _torchrun("semcodec.train.seg", ["--synthetic", "--model", "tiny", "--iters", "3", "--batch", "2",
-                                         "--crop", "32x32", "--out", str(tmp_path / "seg"), "--no-bf16"], tmp_path)
+    r = _torchrun(
+        "semcodec.train.seg",
+        [
+            "--synthetic",
+            "--model",
+            "tiny",
+            "--iters",
+            "3",
+            "--batch",
+            "2",
+            "--crop",
+            "32x32",
+            "--out",
+            str(tmp_path / "seg"),
+            "--no-bf16",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert torch.load(tmp_path / "seg" / "seg-checkpoint.pt", weights_only=True)["step"] == 3
 
 
 def test_codec_ddp_two_processes(tmp_path) -> None:
-    r = _torchrun("semcodec.train.codec", ["--synthetic", "--tiny", "--iters", "2", "--batch", "2", "--crop", "32",
-                                           "--out", str(tmp_path / "codec"), "--no-bf16"], tmp_path)
+    r = _torchrun(
+        "semcodec.train.codec",
+        [
+            "--synthetic",
+            "--tiny",
+            "--iters",
+            "2",
+            "--batch",
+            "2",
+            "--crop",
+            "32",
+            "--out",
+            str(tmp_path / "codec"),
+            "--no-bf16",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     state = torch.load(tmp_path / "codec" / "codec-checkpoint.pt", weights_only=True)
     assert state["step"] == 2 and "nets" in state and "disc" in state

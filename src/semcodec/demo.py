@@ -32,11 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     img = Image.open(src).convert("RGB")
     rgb = np.asarray(img)
     h, w = rgb.shape[:2]
-    print(f"semcodec demo: {src.name} ({w}x{h}), model {model!r}, torch threads {torch.get_num_threads()}")
+    print(
+        f"semcodec demo: {src.name} ({w}x{h}), model {model!r}, torch threads {torch.get_num_threads()}"
+    )
     t = time.perf_counter()
     codec = Codec(model)
     print(f"models loaded in {time.perf_counter() - t:.2f} s (hash {codec.bundle.hash})")
-    print(f"{'quality':>7} {'bytes':>7} {'bpp':>6} {'map':>6} {'compact':>7} {'resid':>6} {'PSNR':>6} {'MS-SSIM':>7} {'enc s':>6} {'dec s':>6}")
+    print(
+        f"{'quality':>7} {'bytes':>7} {'bpp':>6} {'map':>6} {'compact':>7} {'resid':>6} {'PSNR':>6} {'MS-SSIM':>7} {'enc s':>6} {'dec s':>6}"
+    )
     for quality in (0, 30, 60, 90):
         t0 = time.perf_counter()
         data, stats = codec.encode_with_stats(rgb, quality=quality)
@@ -47,10 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         bpp = {k: 8 * v / (w * h) for k, v in stats.layer_bytes.items()}
         (out_dir / f"grace_hopper-q{quality}.sem").write_bytes(data)
         res.image.save(out_dir / f"grace_hopper-q{quality}.png")
-        print(f"{quality:>7} {len(data):>7} {8 * len(data) / (w * h):>6.3f} {bpp.get('semantic_map', 0):>6.3f} "
-              f"{bpp.get('compact', 0):>7.3f} {bpp.get('residual', 0):>6.3f} {psnr(rgb, dec):>6.2f} "
-              f"{ms_ssim(rgb, dec).value:>7.4f} {t1 - t0:>6.2f} {t2 - t1:>6.2f}")
-    print(f"outputs in {out_dir}/ (quality 0 = base layer only: semantic map + compact representation + generator)")
+        print(
+            f"{quality:>7} {len(data):>7} {8 * len(data) / (w * h):>6.3f} {bpp.get('semantic_map', 0):>6.3f} "
+            f"{bpp.get('compact', 0):>7.3f} {bpp.get('residual', 0):>6.3f} {psnr(rgb, dec):>6.2f} "
+            f"{ms_ssim(rgb, dec).value:>7.4f} {t1 - t0:>6.2f} {t2 - t1:>6.2f}"
+        )
+    print(
+        f"outputs in {out_dir}/ (quality 0 = base layer only: semantic map + compact representation + generator)"
+    )
     return 0
 
 

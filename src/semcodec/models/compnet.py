@@ -27,6 +27,18 @@ COMPNET_CONFIGS: dict[str, CompNetConfig] = {
 }
 
 
+class SafeReflectionPad2d(nn.Module):
+    """Reflection padding that falls back to replicate padding on maps too small to reflect (tiny images)."""
+
+    def __init__(self, pad: int):
+        super().__init__()
+        self.pad = pad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mode = "reflect" if min(x.shape[-2:]) > self.pad else "replicate"
+        return F.pad(x, (self.pad,) * 4, mode=mode)
+
+
 class ChannelNorm(nn.Module):
     """Per-pixel normalisation across channels: keeps the image's global mean and contrast."""
 
@@ -72,11 +84,11 @@ class CompNet(nn.Module):
         self.cfg = cfg
         w = cfg.widths
         layers: list[nn.Module] = [
-            nn.ReflectionPad2d(3), nn.Conv2d(3 + cfg.num_classes, w[0], 7), make_norm(cfg.norm, w[0]), nn.ReLU(True),
+            SafeReflectionPad2d(3), nn.Conv2d(3 + cfg.num_classes, w[0], 7), make_norm(cfg.norm, w[0]), nn.ReLU(True),
         ]  # fmt: skip
         for cin, cout in zip(w[:-1], w[1:], strict=True):
             layers += [nn.Conv2d(cin, cout, 3, 2, 1), make_norm(cfg.norm, cout), nn.ReLU(True)]
-        layers += [nn.ReflectionPad2d(3), nn.Conv2d(w[-1], cfg.out_channels, 7), nn.Tanh()]
+        layers += [SafeReflectionPad2d(3), nn.Conv2d(w[-1], cfg.out_channels, 7), nn.Tanh()]
         self.net = nn.Sequential(*layers)
 
     def forward(self, image: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .compnet import make_norm, one_hot_map
+from .compnet import SafeReflectionPad2d, make_norm, one_hot_map
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Generator(nn.Module):
         elif cfg.kind == "global":
             w = cfg.width
             layers: list[nn.Module] = [
-                nn.ReflectionPad2d(3),
+                SafeReflectionPad2d(3),
                 nn.Conv2d(cin, w, 7),
                 make_norm(cfg.norm, w),
                 nn.ReLU(True),
@@ -87,13 +87,15 @@ class Generator(nn.Module):
                     nn.ReLU(True),
                 ]
                 w //= 2
-            layers += [nn.ReflectionPad2d(3), nn.Conv2d(w, 3, 7)]
+            layers += [SafeReflectionPad2d(3), nn.Conv2d(w, 3, 7)]
             self.body = nn.Sequential(*layers)
             self.multiple = 2**cfg.downsamplings
         else:
             raise ValueError(f"unknown generator kind {cfg.kind!r}")
         last = self.body[-2] if cfg.kind == "s2d" else self.body[-1]
-        nn.init.zeros_(last.weight)  # start as the identity on the base: training refines from there
+        nn.init.zeros_(
+            last.weight
+        )  # start as the identity on the base: training refines from there
         nn.init.zeros_(last.bias)
 
     def forward(

@@ -233,9 +233,15 @@ def train_codec(
             base = logs["base"] * 2 - 1
             with autocast(device, cfg.bf16):
                 # one discriminator call on [real; fake] so DDP sees one forward per backward
-                both = d_model(torch.cat([x, logs["x_hat"]]) * 2 - 1, torch.cat([oh, oh]), torch.cat([base, base]))
+                both = d_model(
+                    torch.cat([x, logs["x_hat"]]) * 2 - 1,
+                    torch.cat([oh, oh]),
+                    torch.cat([base, base]),
+                )
                 n = x.shape[0]
-                ld = d_loss([[f[:n] for f in sc] for sc in both], [[f[n:] for f in sc] for sc in both])
+                ld = d_loss(
+                    [[f[:n] for f in sc] for sc in both], [[f[n:] for f in sc] for sc in both]
+                )
             opt_d.zero_grad(set_to_none=True)
             ld.backward()
             opt_d.step()

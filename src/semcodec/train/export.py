@@ -18,12 +18,18 @@ def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "def
     seg_state = torch.load(seg_ckpt, map_location="cpu", weights_only=True)
     codec_state = torch.load(codec_ckpt, map_location="cpu", weights_only=True)
     seg = build_segnet("default")
-    seg.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in seg_state["model"].items()})
+    seg.load_state_dict(
+        {k: v.float() if v.is_floating_point() else v for k, v in seg_state["model"].items()}
+    )
     cfg = json.loads(codec_state.get("config", "{}"))
     nets = CodecNets(cfg.get("compnet", "default"), cfg.get("generator", "default"))
     nets.load_state_dict(codec_state["nets"])
-    spec = BundleSpec(name, seg="default", compnet=cfg.get("compnet", "default"),
-                      generator=cfg.get("generator", "default"))
+    spec = BundleSpec(
+        name,
+        seg="default",
+        compnet=cfg.get("compnet", "default"),
+        generator=cfg.get("generator", "default"),
+    )
     info = {
         "seg_steps": int(seg_state.get("step", 0)), "seg_hours": float(seg_state.get("hours", 0.0)),
         "codec_steps": int(codec_state["step"]), "codec_hours": float(codec_state.get("hours", 0.0)),
@@ -35,9 +41,26 @@ def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "def
 
 
 @click.command("export")
-@click.option("--seg", "seg_ckpt", type=click.Path(path_type=Path, exists=True), default=Path("runs/seg/seg-checkpoint.pt"), show_default=True)
-@click.option("--codec", "codec_ckpt", type=click.Path(path_type=Path, exists=True), default=Path("runs/codec/codec-checkpoint.pt"), show_default=True)
-@click.option("--dest", type=click.Path(path_type=Path, file_okay=False), default=Path("models"), show_default=True)
+@click.option(
+    "--seg",
+    "seg_ckpt",
+    type=click.Path(path_type=Path, exists=True),
+    default=Path("runs/seg/seg-checkpoint.pt"),
+    show_default=True,
+)
+@click.option(
+    "--codec",
+    "codec_ckpt",
+    type=click.Path(path_type=Path, exists=True),
+    default=Path("runs/codec/codec-checkpoint.pt"),
+    show_default=True,
+)
+@click.option(
+    "--dest",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("models"),
+    show_default=True,
+)
 @click.option("--name", default="default", show_default=True)
 def export_command(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str) -> None:
     """Freeze checkpoints into models/<name>-<sha8>.pt."""

@@ -1,0 +1,85 @@
+"""Model zoo: weights files round trip, carry their content hash, and files refuse other weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from semcodec import zoo
+from semcodec.codec import Codec
+from semcodec.errors import ModelError
+
+
+def _tiny_parts():
+    b = zoo.load_bundle("tiny")
+    return b.seg, b.comp, b.gen, b.compact_table
+
+
+def test_bundle_round_trip_and_hash_in_name(tmp_path) -> None:
+    seg, comp, gen, table = _tiny_parts()
+    spec = zoo.BundleSpec("roundtrip", seg="tiny", compnet="tiny", generator="tiny")
+    path = zoo.save_bundle(tmp_path, spec, seg, comp, gen, table, {"note": "test"})
+    assert path.name.startswith("roundtrip-") and path.suffix == ".pt"
+    digest = zoo.state_hash(path.read_bytes())
+    assert path.stem.endswith(digest[:8])
+    loaded = zoo.load_bundle(str(path))
+    assert loaded.hash == digest and loaded.info == {"note": "test"}
+    assert np.array_equal(loaded.compact_table, table)
+    for a, b in ((seg, loaded.seg), (comp, loaded.comp), (gen, loaded.gen)):
+        for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+            assert ka == kb
+            if va.is_floating_point():  # stored in fp16
+                assert torch.allclose(va.half().float(), vb)
+
+
+def test_weights_load_without_code_execution(tmp_path) -> None:
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    bad = tmp_path / "evil-00000000.pt"
+    bad.write_bytes(pickle.dumps({"format": 1, "x": Evil()}))
+    with pytest.raises(ModelError):
+        zoo.load_bundle(str(bad))
+
+
+def test_tampered_weights_rejected(tmp_path) -> None:
+    seg, comp, gen, table = _tiny_parts()
+    spec = zoo.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny")
+    path = zoo.save_bundle(tmp_path, spec, seg, comp, gen, table)
+    zoo.register(
+        zoo.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny", weights=path.name)
+    )
+    other = tmp_path / "copy"
+    other.mkdir()
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF
+    (other / path.name).write_bytes(bytes(data))
+    monkey_dir = zoo.weights_dir
+    try:
+        zoo.weights_dir = lambda: other  # type: ignore[assignment]
+        zoo._CACHE.pop("tamper", None)
+        with pytest.raises(ModelError):
+            zoo.load_bundle("tamper")
+    finally:
+        zoo.weights_dir = monkey_dir  # type: ignore[assignment]
+        zoo.REGISTRY.pop("tamper", None)
+
+
+def test_decoder_refuses_file_from_other_weights(tmp_path) -> None:
+    seg, comp, gen, table = _tiny_parts()
+    spec = zoo.BundleSpec("tiny", seg="tiny", compnet="tiny", generator="tiny")
+    with torch.no_grad():
+        gen.body[-2].bias.add_(0.0)  # same weights, different file: the hash still differs by info
+    path = zoo.save_bundle(tmp_path / "t.pt", spec, seg, comp, gen, table, {"other": True})
+    data = Codec("tiny").encode(np.full((16, 16, 3), 128, np.uint8), quality=0)
+    with pytest.raises(ModelError, match="hash"):
+        Codec(str(path)).decode(data)
+
+
+def test_unknown_model_is_a_model_error() -> None:
+    with pytest.raises(ModelError, match="unknown model"):
+        zoo.load_bundle("no-such-model")
