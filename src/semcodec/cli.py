@@ -1036,10 +1036,11 @@ def eval_seg(
     lazy={
         "seg": ("semcodec.train.seg", "seg_command"),
         "codec": ("semcodec.train.codec", "codec_command"),
+        "export": ("semcodec.train.export", "export_command"),
     },
 )
 def train_group() -> None:
-    """Train the segmentation network or the codec."""
+    """Train the segmentation network or the codec, and export shipped weights."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:
