@@ -18,11 +18,12 @@ class CompNetConfig:
     norm: str = "channel"  # "instance" (A3 as written) or "channel" (per-pixel, HiFiC)
     levels: int = 16  # quantisation levels of each compact symbol
     num_classes: int = 11
+    thumbnail_skip: bool = False  # add the 8x box-downsampled image before the Tanh (see docs/training.md)
 
 
 COMPNET_CONFIGS: dict[str, CompNetConfig] = {
     "paper": CompNetConfig(norm="instance"),
-    "default": CompNetConfig(),
+    "default": CompNetConfig(thumbnail_skip=True),
     "tiny": CompNetConfig(widths=(8, 8, 16, 16), levels=8),
 }
 
@@ -90,13 +91,20 @@ class CompNet(nn.Module):
             layers += [nn.Conv2d(cin, cout, 3, 2, 1), make_norm(cfg.norm, cout), nn.ReLU(True)]
         layers += [SafeReflectionPad2d(3), nn.Conv2d(w[-1], cfg.out_channels, 7), nn.Tanh()]
         self.net = nn.Sequential(*layers)
+        if cfg.thumbnail_skip:  # start as the thumbnail; the convolutions learn what to change
+            nn.init.zeros_(self.net[-2].weight)
+            nn.init.zeros_(self.net[-2].bias)
 
     def forward(self, image: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Continuous compact representation in (-1, 1) at 1/8 size; image in [0, 1]."""
         x = torch.cat(
             [image * 2 - 1, one_hot_map(labels, self.cfg.num_classes, image.shape[-2:])], 1
         )
-        return self.net(x)
+        if not self.cfg.thumbnail_skip:
+            return self.net(x)
+        z = self.net[:-1](x)
+        thumb = F.avg_pool2d(image * 2 - 1, 8, ceil_mode=True)  # (-1, 1) at 1/8 size
+        return torch.tanh(z + torch.atanh(thumb.clamp(-0.96, 0.96)))
 
 
 def to_levels(t: torch.Tensor, levels: int) -> torch.Tensor:
