@@ -54,6 +54,7 @@ class CodecTrainConfig:
     crop: int = 128
     lr: float = 2e-4
     lr_context: float = 1e-2
+    warmup: int = 200  # linear learning-rate warm-up: Adam's first steps are sign-like and large
     weights: LossWeights = field(default_factory=LossWeights)
     bf16: bool = True
     seed: int = 0
@@ -220,6 +221,9 @@ def train_codec(
     nets.train()
     disc.train()
     while step < cfg.iters:
+        warm = min(1.0, (step + 1) / max(1, cfg.warmup))
+        for group, lr in zip(opt_g.param_groups, (cfg.lr, cfg.lr_context), strict=True):
+            group["lr"] = lr * warm
         x, labels = sampler(cfg.batch)
         x, labels = x.to(device), labels.to(device)
         loss, logs = generator_losses(
