@@ -42,3 +42,13 @@ bench-speed: venv
 
 clean:
 	rm -rf build dist *.egg-info src/*.egg-info demo-out bench-out .pytest_cache
+
+# ----- robustness (docs/robustness.md) -----------------------------------------------------------
+FUZZ_SECONDS ?= 600
+
+fuzz: venv
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install -q atheris || echo "atheris unavailable: seeded random-mutation mode"
+	nice -n 10 $(BIN)/python fuzz/fuzz_decoders.py --seconds $(FUZZ_SECONDS)
+
+bench-large: venv
+	nice -n 10 $(BIN)/python -m semcodec.bench.large

@@ -3,31 +3,106 @@
 Floating-point networks only produce what is then stored losslessly (the map, the compact
 symbols) or what both ends recompute identically from decoded integers (the enhanced
 reconstruction, in fp32 on both sides). Entropy coders see integers only.
+
+Large images are processed in overlapping tiles (see ``Tiling``) so that memory stays bounded;
+the tile grid is a function of the image size alone, so encoder and decoder run the generator on
+exactly the same tiles and the encoder's residual is computed against the decoder's image.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import math
+import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from . import container
+from . import container, zoo
 from .container import Header, LayerKind, Limits
 from .entropy.compact import decode_compact, encode_compact
 from .entropy.residual import backend_by_code, get_backend
 from .entropy.semantic_map import decode_map, encode_map
 from .errors import CorruptData, ModelError, UnsupportedInput
-from .imageio import LoadedImage, load_image
+from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
 from .models.compnet import dequantize, quantize
 from .zoo import ModelBundle, load_bundle
 
 DEFAULT_RESIDUAL = "avif"
 DEFAULT_QUALITY = 50
 MULTIPLE = 8  # the networks' common size multiple (CompNet stride 8, segmentation output stride 8)
+MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/8 needs 4 positions
+
+# A coded semantic map spends at least log2(2048/2047) bits per label (its most skewed adaptive
+# table is halved at a total of 2048, see entropy/semantic_map.py); a range coder cannot write
+# less than the information content, so shorter payloads cannot describe the declared size.
+_MAP_MIN_BITS = math.log2(2048 / 2047)
+_PLAUSIBLE = 0.5  # safety factor on those lower bounds (rounding, coder flush)
+_MAP_MODE_CODED = 0x01
+
+
+@dataclass(frozen=True)
+class Region:
+    """One tile: the core rectangle it contributes and the larger context the networks see."""
+
+    core: tuple[int, int, int, int]  # y0, y1, x0, x1 in padded-image pixels
+    ctx: tuple[int, int, int, int]  # the core grown by the margin, clipped to the image
+
+
+def _split(n: int, core: int) -> list[int]:
+    """Cut n pixels (a multiple of 8) into the fewest near-equal parts of at most `core` pixels."""
+    blocks = n // MULTIPLE
+    parts = -(-n // core)
+    return [MULTIPLE * (i * blocks // parts) for i in range(parts + 1)]
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How images above `threshold` padded pixels are cut into overlapping tiles.
+
+    The decoder must use the encoder's tiling (the default for every file written by `semcodec`);
+    it depends on the image size only, never on content, threads or machine.
+    """
+
+    core: int = 1024  # largest tile core side in pixels (multiple of 8)
+    margin: int = 96  # context on every side (multiple of 8): covers the generator's 75 px reach
+    threshold: int = 1 << 21  # padded pixels above which tiling is used (0: always tile)
+
+    def __post_init__(self) -> None:
+        """Refuse sizes that would misalign tiles with the 1/8-resolution layers."""
+        if (
+            self.core < MULTIPLE
+            or self.core % MULTIPLE
+            or self.margin < 0
+            or self.margin % MULTIPLE
+        ):
+            raise ValueError(
+                f"tile core and margin must be multiples of {MULTIPLE} (core >= {MULTIPLE}), "
+                f"got core={self.core}, margin={self.margin}"
+            )
+
+    def regions(self, ph: int, pw: int) -> list[Region]:
+        """Tiles of a padded ph x pw image in raster order (one tile when under the threshold)."""
+        if ph * pw <= self.threshold:
+            return [Region((0, ph, 0, pw), (0, ph, 0, pw))]
+        m = self.margin
+        out = []
+        ys, xs = _split(ph, self.core), _split(pw, self.core)
+        for y0, y1 in zip(ys[:-1], ys[1:], strict=True):
+            for x0, x1 in zip(xs[:-1], xs[1:], strict=True):
+                ctx = (max(0, y0 - m), min(ph, y1 + m), max(0, x0 - m), min(pw, x1 + m))
+                out.append(Region((y0, y1, x0, x1), ctx))
+        return out
+
+
+DEFAULT_TILING = Tiling()
 
 
 @dataclass
@@ -48,17 +123,28 @@ class EncodeStats:
     total_bytes: int
 
 
-def _to_tensor(rgb: np.ndarray) -> torch.Tensor:
-    """(H,W,3) uint8 → (1,3,H,W) float in [0,1]."""
-    # A copy: image arrays are often read-only views, which torch.from_numpy warns about.
-    return torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).float().div(255.0)[None]
-
-
-def _pad(x: torch.Tensor) -> torch.Tensor:
-    """Replicate-pad to the networks' size multiple (cropped back after decoding)."""
-    h, w = x.shape[-2:]
+def _pad_rgb(rgb: np.ndarray) -> np.ndarray:
+    """Edge-pad (H,W,3) uint8 to the networks' size multiple (cropped back after decoding)."""
+    h, w = rgb.shape[:2]
     ph, pw = (-h) % MULTIPLE, (-w) % MULTIPLE
+    return np.pad(rgb, ((0, ph), (0, pw), (0, 0)), mode="edge") if ph or pw else rgb
+
+
+def _to_tensor(rgb: np.ndarray) -> torch.Tensor:
+    """(h,w,3) uint8 → (1,3,h,w) float in [0,1], grown to MIN_SIDE by edge replication."""
+    # A copy: image arrays are often read-only views, which torch.from_numpy warns about.
+    x = torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).float().div(255.0)[None]
+    h, w = x.shape[-2:]
+    ph, pw = max(0, MIN_SIDE - h), max(0, MIN_SIDE - w)
     return F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
+
+
+def _grow(a: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Edge-pad the last two axes of a 1/8-resolution array to at least h x w."""
+    ph, pw = max(0, h - a.shape[-2]), max(0, w - a.shape[-1])
+    if not (ph or pw):
+        return a
+    return np.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, ph), (0, pw)], mode="edge")
 
 
 def _bf16(enabled: bool):
@@ -66,45 +152,109 @@ def _bf16(enabled: bool):
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
 
 
+@contextlib.contextmanager
+def _pil_pixel_limit(limits: Limits) -> Iterator[None]:
+    """Let Pillow decode payloads up to our own limit (its default bomb check is lower)."""
+    with _PIL_LIMIT_LOCK:
+        previous = Image.MAX_IMAGE_PIXELS
+        if previous is not None and previous < limits.max_pixels:
+            Image.MAX_IMAGE_PIXELS = limits.max_pixels
+        try:
+            yield
+        finally:
+            Image.MAX_IMAGE_PIXELS = previous
+
+
+def _resolve_model(model: str) -> str:
+    """Refuse model names that are neither registered nor a '.pt' weights file, e.g. '/proc/kcore'."""
+    if model in zoo.REGISTRY:
+        return model
+    path = Path(model)
+    if path.suffix == ".pt" and path.is_file():
+        return model
+    known = ", ".join(sorted(zoo.REGISTRY))
+    raise ModelError(f"unknown model {model!r} (known: {known}; or a path to a .pt bundle)")
+
+
 class Codec:
     """Encoder and decoder bound to one model bundle (loaded once, reused for every image)."""
 
-    def __init__(self, model: str = "default", bf16: bool = True, limits: Limits | None = None):
-        self.bundle: ModelBundle = load_bundle(model)
+    def __init__(
+        self,
+        model: str = "default",
+        bf16: bool = True,
+        limits: Limits | None = None,
+        tiling: Tiling | None = None,
+    ):
+        self.bundle: ModelBundle = load_bundle(_resolve_model(model))
         self.bf16 = bf16
         self.limits = limits or Limits()
+        self.tiling = tiling or DEFAULT_TILING
+        self.timings: dict[str, float] = {}  # wall seconds per stage of the last encode/decode
+        self.cpu_timings: dict[str, float] = {}  # CPU seconds (all threads) per stage, likewise
+        table = self.bundle.compact_table.astype(np.float64)
+        # fewest bits any compact symbol can cost: bounds the payload a given image size needs
+        self._compact_min_bits = float(-np.log2((table / table.sum(-1, keepdims=True)).max()))
 
     # ----- encoder -------------------------------------------------------------------------
     @torch.no_grad()
-    def semantic_map(self, x: torch.Tensor) -> np.ndarray:
-        """A1: the 1/8-resolution label map of a padded image tensor."""
-        with _bf16(self.bf16):
-            logits = self.bundle.seg.logits_lowres(x)
-        return logits.float()[0].argmax(0).numpy().astype(np.uint8)
+    def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
+        """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image, tile by tile."""
+        ph, pw = rgb.shape[:2]
+        labels = np.empty((ph // MULTIPLE, pw // MULTIPLE), np.uint8)
+        for r in self.tiling.regions(ph, pw):
+            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
+            with _bf16(self.bf16):
+                logits = self.bundle.seg.logits_lowres(
+                    _to_tensor(
+                        rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE]
+                    )
+                )
+            lab = logits.float()[0].argmax(0).numpy().astype(np.uint8)
+            labels[y0:y1, x0:x1] = lab[y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
+        return labels
 
     @torch.no_grad()
-    def compact(self, x: torch.Tensor, labels: np.ndarray) -> np.ndarray:
-        """A2/A3: integer compact symbols (C,h,w) of a padded image and its map."""
-        lab = torch.from_numpy(labels.astype(np.int64))[None]
-        with _bf16(self.bf16):
-            t = self.bundle.comp(x, lab)
-        return quantize(t.float(), self.bundle.levels)[0].numpy()
+    def compact(self, rgb: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map, tile by tile."""
+        ph, pw = rgb.shape[:2]
+        c = self.bundle.comp.cfg.out_channels
+        symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
+        for r in self.tiling.regions(ph, pw):
+            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
+            x = _to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
+            lab = _grow(labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE)
+            with _bf16(self.bf16):
+                t = self.bundle.comp(x, torch.from_numpy(lab.astype(np.int64))[None])
+            q = quantize(t.float(), self.bundle.levels)[0].numpy()
+            symbols[:, y0:y1, x0:x1] = q[:, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
+        return symbols
 
     @torch.no_grad()
     def reconstruct(
-        self, symbols: np.ndarray, labels: np.ndarray, size: tuple[int, int], crop: tuple[int, int]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """A4: (enhanced reconstruction, base) as uint8 (H,W,3), from decoded integers only (fp32)."""
-        t = dequantize(torch.from_numpy(symbols.astype(np.int64))[None], self.bundle.levels)
-        lab = torch.from_numpy(labels.astype(np.int64))[None]
-        out, base = self.bundle.gen(t, lab, size)
+        self, symbols: np.ndarray, labels: np.ndarray, crop: tuple[int, int]
+    ) -> np.ndarray:
+        """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (fp32, tiled)."""
+        _, mh, mw = symbols.shape
         h, w = crop
-
-        def to_u8(v: torch.Tensor) -> np.ndarray:
-            v = ((v[0, :, :h, :w].clamp(-1, 1) + 1) * 127.5).round()
-            return v.permute(1, 2, 0).numpy().astype(np.uint8)
-
-        return to_u8(out), to_u8(base)
+        out = np.empty((h, w, 3), np.uint8)
+        for r in self.tiling.regions(mh * MULTIPLE, mw * MULTIPLE):
+            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
+            if y0 * MULTIPLE >= h or x0 * MULTIPLE >= w:
+                continue  # a core made only of padding
+            gh, gw = max(cy1 - cy0, MIN_SIDE // MULTIPLE), max(cx1 - cx0, MIN_SIDE // MULTIPLE)
+            sym = _grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw)
+            lab = _grow(labels[cy0:cy1, cx0:cx1], gh, gw)
+            t = dequantize(torch.from_numpy(sym.astype(np.int64))[None], self.bundle.levels)
+            lab_t = torch.from_numpy(lab.astype(np.int64))[None]
+            v, _base = self.bundle.gen(t, lab_t, (gh * MULTIPLE, gw * MULTIPLE))
+            oy0, ox0 = y0 * MULTIPLE, x0 * MULTIPLE
+            oy1, ox1 = min(y1 * MULTIPLE, h), min(x1 * MULTIPLE, w)
+            ty, tx = oy0 - cy0 * MULTIPLE, ox0 - cx0 * MULTIPLE
+            v = v[0, :, ty : ty + oy1 - oy0, tx : tx + ox1 - ox0]
+            v = ((v.clamp(-1, 1) + 1) * 127.5).round()
+            out[oy0:oy1, ox0:ox1] = v.permute(1, 2, 0).numpy().astype(np.uint8)
+        return out
 
     def encode(
         self,
@@ -121,27 +271,36 @@ class Codec:
         """Encode and report bytes per layer."""
         if not 0 <= int(quality) <= 100:
             raise ValueError(f"quality must be 0..100, got {quality}")
+        clock = _Clock(self.timings, self.cpu_timings)
         img = self._load(image)
+        clock("load")
         h, w = img.rgb.shape[:2]
         problem = self.limits.check(w, h)
         if problem:
             raise UnsupportedInput(problem)
-        x = _pad(_to_tensor(img.rgb))
-        labels = self.semantic_map(x)
-        symbols = self.compact(x, labels)
-        layers = {
-            LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.num_classes),
-            LayerKind.COMPACT: encode_compact(symbols, self.bundle.compact_table),
-        }
+        rgb = _pad_rgb(img.rgb)
+        labels = self.semantic_map(rgb)
+        clock("segment")
+        symbols = self.compact(rgb, labels)
+        clock("compnet")
+        del rgb
+        layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.num_classes)}
+        clock("map_coder")
+        layers[LayerKind.COMPACT] = encode_compact(symbols, self.bundle.compact_table)
+        clock("compact_coder")
         backend_code = 0
         if quality > 0:
             backend = get_backend(residual)
-            recon, _ = self.reconstruct(symbols, labels, tuple(x.shape[-2:]), (h, w))
-            res = img.rgb.astype(np.int16) - recon.astype(np.int16)
+            res = img.rgb.astype(np.int16)
+            res -= self.reconstruct(symbols, labels, (h, w))
+            clock("generator")
             layers[LayerKind.RESIDUAL] = backend.encode(res, int(quality))
+            clock("residual")
             backend_code = backend.code
+            del res
         if img.alpha is not None:
             layers[LayerKind.ALPHA] = _encode_alpha(img.alpha)
+            clock("alpha")
         header = Header(
             width=w,
             height=h,
@@ -155,6 +314,7 @@ class Codec:
         )
         data = container.pack(header, layers)
         stats = EncodeStats({k.name.lower(): len(v) for k, v in layers.items()}, len(data))
+        clock("pack")
         return data, stats
 
     def _load(self, image) -> LoadedImage:
@@ -188,36 +348,87 @@ class Codec:
         if header.compact_levels != self.bundle.levels or header.map_scale != MULTIPLE:
             raise CorruptData("header's compact levels or map scale do not match the model")
 
+    def check_payloads(self, header: Header, layers: dict[LayerKind, bytes]) -> None:
+        """Refuse layers too short for the declared size, before any per-symbol loop or buffer."""
+        mh, mw = -(-header.height // MULTIPLE), -(-header.width // MULTIPLE)
+        size = f"a {header.width}x{header.height} image"
+        nsym = self.bundle.comp.cfg.out_channels * mh * mw
+        compact = layers[LayerKind.COMPACT]
+        need = int(nsym * self._compact_min_bits * _PLAUSIBLE / 8) - 16
+        if len(compact) < need:
+            raise CorruptData(
+                f"compact layer of {len(compact)} bytes is too short for {size} (needs >= {need})"
+            )
+        smap = layers[LayerKind.SEMANTIC_MAP]
+        need = int(mh * mw * _MAP_MIN_BITS * _PLAUSIBLE / 8) - 16
+        if smap[:1] == bytes([_MAP_MODE_CODED]) and len(smap) < need:
+            raise CorruptData(
+                f"semantic map layer of {len(smap)} bytes is too short for {size} (needs >= {need})"
+            )
+
     def decode(self, data: bytes, layer: str = "full") -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the GAN reconstruction only)."""
         if layer not in ("full", "base"):
             raise ValueError(f"layer must be 'full' or 'base', got {layer!r}")
+        clock = _Clock(self.timings, self.cpu_timings)
         header, layers = container.unpack(data, self.limits)
         self.check_model(header)
+        self.check_payloads(header, layers)
+        clock("unpack")
         h, w = header.height, header.width
-        ph, pw = -(-h // MULTIPLE) * MULTIPLE, -(-w // MULTIPLE) * MULTIPLE
-        mh, mw = ph // MULTIPLE, pw // MULTIPLE
+        mh, mw = -(-h // MULTIPLE), -(-w // MULTIPLE)
         labels = decode_map(layers[LayerKind.SEMANTIC_MAP], mh, mw, self.bundle.num_classes)
+        clock("map_coder")
         c = self.bundle.comp.cfg.out_channels
         symbols = decode_compact(layers[LayerKind.COMPACT], (c, mh, mw), self.bundle.compact_table)
-        recon, _ = self.reconstruct(symbols, labels, (ph, pw), (h, w))
-        out = recon
+        clock("compact_coder")
+        out = self.reconstruct(symbols, labels, (h, w))
+        clock("generator")
         if layer == "full" and header.residual_backend:
             backend = backend_by_code(header.residual_backend)
-            res = backend.decode(layers[LayerKind.RESIDUAL], h, w)
-            out = np.clip(recon.astype(np.int16) + res, 0, 255).astype(np.uint8)
-        img = _assemble(out, header, layers.get(LayerKind.ALPHA))
+            with _pil_pixel_limit(self.limits):
+                res = backend.decode(layers[LayerKind.RESIDUAL], h, w)
+            res += out
+            out = np.clip(res, 0, 255).astype(np.uint8)
+            del res
+            clock("residual")
+        img = _assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
+        clock("assemble")
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
         return DecodeResult(img, header, labels, sizes)
 
 
-def _assemble(rgb: np.ndarray, header: Header, alpha_data: bytes | None) -> Image.Image:
+class _Clock:
+    """Records wall and CPU seconds since the previous call under a stage name (benchmarks)."""
+
+    def __init__(self, wall: dict[str, float], cpu: dict[str, float]):
+        wall.clear()
+        cpu.clear()
+        self.wall, self.cpu = wall, cpu
+        self.t, self.c = time.perf_counter(), time.process_time()
+
+    def __call__(self, stage: str) -> None:
+        """Close the current stage."""
+        t, c = time.perf_counter(), time.process_time()
+        self.wall[stage] = self.wall.get(stage, 0.0) + t - self.t
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + c - self.c
+        self.t, self.c = t, c
+
+
+def _blocks(rect: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """A pixel rectangle (multiples of 8) in 1/8-resolution units."""
+    return tuple(v // MULTIPLE for v in rect)  # type: ignore[return-value]
+
+
+def _assemble(
+    rgb: np.ndarray, header: Header, alpha_data: bytes | None, limits: Limits
+) -> Image.Image:
     """Give back the input's mode: L from RGB, RGBA with the lossless alpha layer."""
     img = Image.fromarray(rgb, "RGB")
     if header.mode == "L":
         return img.convert("L")
     if header.mode == "RGBA":
-        alpha = _decode_alpha(alpha_data or b"", header.width, header.height)
+        alpha = _decode_alpha(alpha_data or b"", header.width, header.height, limits)
         img.putalpha(Image.fromarray(alpha, "L"))
     return img
 
@@ -229,13 +440,15 @@ def _encode_alpha(alpha: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _decode_alpha(data: bytes, width: int, height: int) -> np.ndarray:
-    """Decode and check the alpha layer."""
+def _decode_alpha(data: bytes, width: int, height: int, limits: Limits = Limits()) -> np.ndarray:
+    """Decode and check the alpha layer; its declared size is checked before any pixel."""
     try:
-        with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
-            if im.size != (width, height) or im.mode != "L":
-                raise CorruptData("alpha layer has the wrong size or mode")
-            return np.asarray(im.convert("L"))
+        with _pil_pixel_limit(limits), warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
+                if im.size != (width, height) or im.mode != "L":
+                    raise CorruptData("alpha layer has the wrong size or mode")
+                return np.asarray(im.convert("L"))
     except CorruptData:
         raise
     except Exception as exc:  # noqa: BLE001 - any PIL failure on this payload is corruption

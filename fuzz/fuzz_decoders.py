@@ -1,0 +1,450 @@
+"""Fuzzing harness for the .sem container and the entropy decoders (atheris, else seeded mutation).
+
+    python fuzz/fuzz_decoders.py --seconds 600                 # atheris (libFuzzer) if installed
+    python fuzz/fuzz_decoders.py --seconds 600 --mode random   # seeded random mutation, no deps
+
+The first input byte selects the target, the next bytes the sizes the decoder is asked for:
+
+    0 container.unpack          3 native residual decode   5 Codec.decode of a whole file whose
+    1 semantic_map.decode_map   4 avif residual decode       CRCs are recomputed first, so hostile
+    2 compact.decode_compact                                  payloads reach the payload decoders
+
+The contract checked on every input: the decoder returns a result of exactly the requested shape,
+dtype and value range, or raises ``SemcodecError`` with a one-line message. Anything else (another
+exception type, a wrong shape, more than --case-timeout seconds, RSS growth over 1 GiB) is a
+crash: atheris stops and writes the input under out/fuzz/; the random mode records it and goes on.
+Statistics go to out/fuzz/stats-<mode>.json. The helpers (``fix_crcs``, ``mutate``,
+``seed_files``) are also used by tests/test_robustness.py, so this module imports no fuzzing
+library at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import struct
+import sys
+import time
+import zlib
+from collections import Counter
+from pathlib import Path
+
+OUT = Path("out/fuzz")
+TARGETS = ("container", "map", "compact", "native", "avif", "codec")
+_ENTRY = 9  # bytes per layer-table entry
+_FIXED = 34  # fixed header bytes
+
+
+# ----- .sem structure helpers (no semcodec import needed) -------------------------------------
+def header_layout(data: bytes) -> tuple[int, int, list[tuple[int, int]]] | None:
+    """(offset of layer_count, header size, [(entry offset, declared length)]), if parsable."""
+    if len(data) < _FIXED + 1:
+        return None
+    count_at = _FIXED + data[23]
+    if len(data) <= count_at:
+        return None
+    count = data[count_at]
+    header_size = count_at + 1 + _ENTRY * count + 4
+    if count > 4 or len(data) < header_size:
+        return None
+    entries = []
+    for i in range(count):
+        at = count_at + 1 + _ENTRY * i
+        entries.append((at, struct.unpack_from("<I", data, at + 1)[0]))
+    return count_at, header_size, entries
+
+
+def layer_boundaries(data: bytes) -> list[int]:
+    """Offsets where the header ends and each payload ends (truncation points of interest)."""
+    layout = header_layout(data)
+    if layout is None:
+        return []
+    _, offset, entries = layout
+    points = [_FIXED, offset - 4, offset]
+    for _, length in entries:
+        offset += length
+        points.append(offset)
+    return points
+
+
+def fix_crcs(data: bytes) -> bytes:
+    """Recompute every layer CRC (where the payload is present) and the header CRC."""
+    layout = header_layout(data)
+    if layout is None:
+        return data
+    out = bytearray(data)
+    _, offset, entries = layout
+    for at, length in entries:
+        if offset + length <= len(out):
+            struct.pack_into("<I", out, at + 5, zlib.crc32(out[offset : offset + length]))
+        offset += length
+    crc_at = layout[1] - 4
+    struct.pack_into("<I", out, crc_at, zlib.crc32(out[:crc_at]))
+    return bytes(out)
+
+
+_HUGE = (0xFFFFFFFF, 0x7FFFFFFF, 0x10000000, 0x01000000, 65536, 65535, 16384, 4096, 0)
+
+
+def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str, bool]:
+    """One seeded hostile variant of a valid file: (bytes, operator name, CRCs were fixed)."""
+    op = rng.choice(
+        (
+            "bitflip", "overwrite", "truncate", "truncate_boundary", "insert", "delete",
+            "huge_length", "huge_dims", "header_field", "payload_bitflip", "payload_overwrite",
+            "payload_insert", "payload_delete", "payload_swap",
+        )
+    )  # fmt: skip
+    b = bytearray(data)
+    layout = header_layout(data)
+    assert layout is not None, "mutate() needs a valid file"
+    count_at, header_size, entries = layout
+    fixed = op.startswith("payload") or op in ("huge_length", "huge_dims", "header_field")
+    if op == "bitflip":
+        for _ in range(rng.choice((1, 1, 2, 8))):
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+    elif op == "overwrite":
+        for _ in range(rng.choice((1, 1, 4))):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    elif op == "truncate":
+        del b[rng.randrange(len(b)) :]
+    elif op == "truncate_boundary":
+        cut = rng.choice(layer_boundaries(data)) + rng.choice((-1, 0, 1))
+        del b[max(0, min(cut, len(b) - 1)) :]
+    elif op == "insert":
+        pos = rng.randrange(len(b) + 1)
+        b[pos:pos] = rng.randbytes(rng.choice((1, 1, 4, 64)))
+    elif op == "delete":
+        pos = rng.randrange(len(b))
+        del b[pos : pos + rng.choice((1, 1, 4, 64))]
+    elif op == "huge_length":
+        at, _ = rng.choice(entries)
+        struct.pack_into("<I", b, at + 1, rng.choice(_HUGE + (len(data), len(data) + 1)))
+    elif op == "huge_dims":
+        w = rng.choice(_HUGE + (rng.randrange(1, 1 << 32),))
+        h = rng.choice(_HUGE + (rng.randrange(1, 256),))
+        struct.pack_into("<II", b, 12, w, h)
+    elif op == "header_field":
+        pos = rng.choice((8, 9, 10, 11, 20, 21, 22, 23, 24, 25, rng.randrange(26, count_at + 1)))
+        b[pos] = rng.randrange(256)
+    else:  # a payload mutation that keeps the structure consistent (lengths and CRCs fixed)
+        spans, offset = [], header_size
+        for at, length in entries:
+            spans.append((at, offset, length))
+            offset += length
+        at, start, length = rng.choice(spans)
+        payload = bytearray(b[start : start + length])
+        if op == "payload_swap":
+            other = rng.choice(spans)
+            payload = bytearray(data[other[1] : other[1] + other[2]])
+        elif op == "payload_bitflip" and payload:
+            for _ in range(rng.choice((1, 1, 3))):
+                payload[rng.randrange(len(payload))] ^= 1 << rng.randrange(8)
+        elif op == "payload_overwrite" and payload:
+            for _ in range(rng.choice((1, 2, 8))):
+                payload[rng.randrange(len(payload))] = rng.choice((0, 255, rng.randrange(256)))
+        elif op == "payload_insert":
+            pos = rng.randrange(len(payload) + 1)
+            payload[pos:pos] = rng.randbytes(rng.choice((1, 4, 64)))
+        elif op == "payload_delete" and payload:
+            pos = rng.randrange(len(payload))
+            del payload[pos : pos + rng.choice((1, 4, 64))]
+        b[start : start + length] = payload
+        struct.pack_into("<I", b, at + 1, len(payload))
+    out = bytes(b)
+    return (fix_crcs(out) if fixed else out), op, fixed
+
+
+def seed_files() -> dict[str, bytes]:
+    """Small valid files with the tiny model: every mode, both residual backends, no residual."""
+    import numpy as np
+
+    from semcodec.codec import get_codec
+
+    codec = get_codec("tiny")
+    rng = np.random.default_rng(7)
+    y, x = np.mgrid[0:24, 0:40]
+    rgb = np.stack([x * 6, y * 9, (x + y) * 3], -1) + rng.integers(-20, 21, (24, 40, 3))
+    rgb = np.clip(rgb, 0, 255).astype(np.uint8)
+    from PIL import Image
+
+    rgba = Image.fromarray(rgb[:16, :24]).convert("RGBA")
+    alpha = np.full((16, 24), 255, np.uint8)
+    alpha[4:12, 6:18] = 0
+    rgba.putalpha(Image.fromarray(alpha))
+    return {
+        "rgb-native": codec.encode(rgb, 60, "native"),
+        "gray-avif": codec.encode(Image.fromarray(rgb[:17, :33]).convert("L"), 40, "avif"),
+        "rgba-native": codec.encode(rgba, 80, "native"),
+        "rgb-base": codec.encode(rgb[:16, :16], 0, "native"),
+    }
+
+
+# ----- targets ---------------------------------------------------------------------------------
+class Harness:
+    """Runs one input against its target and checks the decoder's contract."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        from semcodec import container
+        from semcodec.codec import get_codec
+        from semcodec.entropy import compact, semantic_map
+        from semcodec.entropy.residual import get_backend
+        from semcodec.errors import SemcodecError
+
+        self.np, self.container = np, container
+        self.semantic_map, self.compact = semantic_map, compact
+        self.native, self.avif = get_backend("native"), get_backend("avif")
+        self.codec = get_codec("tiny")
+        self.error = SemcodecError
+        tiny = self.codec.bundle.compact_table
+        skewed = np.ones_like(tiny)
+        skewed[..., 0] = 1 << 20  # a very peaky table: long runs cost almost nothing
+        self.tables = (tiny, skewed)
+        self.counts: Counter[str] = Counter()
+
+    def run(self, data: bytes) -> None:
+        """Decode ``data`` with the target its first byte names; raise on a contract violation."""
+        if len(data) < 6:
+            return
+        target = TARGETS[data[0] % len(TARGETS)]
+        h, w = 1 + data[1] % 64, 1 + data[2] % 64
+        self.counts[target] += 1
+        payload = data[6:]
+        np = self.np
+        try:
+            if target == "container":
+                self.container.unpack(data[1:])
+            elif target == "map":
+                nc = 1 + data[3]
+                out = self.semantic_map.decode_map(payload, h, w, nc)
+                assert out.shape == (h, w) and out.dtype == np.uint8 and int(out.max()) < nc
+            elif target == "compact":
+                table = self.tables[data[3] % 2]
+                c, levels = table.shape[0], table.shape[-1]
+                out = self.compact.decode_compact(payload, (c, h, w), table)
+                assert out.shape == (c, h, w) and out.min() >= 0 and out.max() < levels
+            elif target in ("native", "avif"):
+                h, w = h + 64 * (data[3] % 4), w + 64 * (data[4] % 4)
+                backend = self.native if target == "native" else self.avif
+                out = backend.decode(payload, h, w)
+                assert out.shape == (h, w, 3) and out.dtype == np.int16
+                assert -255 <= int(out.min()) and int(out.max()) <= 255
+            else:
+                sem = fix_crcs(data[1:])
+                res = self.codec.decode(sem)
+                hdr = self.container.read_header(sem)
+                assert res.image.size == (hdr.width, hdr.height) and res.image.mode == hdr.mode
+        except self.error as exc:
+            message = str(exc)
+            assert message and "\n" not in message, f"not a one-line error: {message!r}"
+            self.counts[target + ":rejected"] += 1
+
+
+def seed_inputs() -> list[bytes]:
+    """Valid inputs for every target, taken from real files (the fuzzers' starting corpus)."""
+    from semcodec import container
+    from semcodec.container import LayerKind
+
+    seeds = []
+    for sem in seed_files().values():
+        header, layers = container.unpack(sem)
+        mh, mw = -(-header.height // 8), -(-header.width // 8)
+        sizes = bytes([mh - 1, mw - 1])
+        seeds.append(bytes([0]) + sem)  # container and codec targets: data[1:] is the file
+        seeds.append(bytes([5]) + sem)
+        seeds.append(bytes([1]) + sizes + bytes([10, 0, 0]) + layers[LayerKind.SEMANTIC_MAP])
+        seeds.append(bytes([2]) + sizes + bytes([0, 0, 0]) + layers[LayerKind.COMPACT])
+        if LayerKind.RESIDUAL in layers:
+            target = 3 if header.residual_backend == 1 else 4
+            dims = bytes([(header.height - 1) % 64, (header.width - 1) % 64])
+            dims += bytes([(header.height - 1) // 64, (header.width - 1) // 64, 0])
+            seeds.append(bytes([target]) + dims + layers[LayerKind.RESIDUAL])
+    return seeds
+
+
+# ----- drivers -----------------------------------------------------------------------------------
+def _rss_mb() -> float:
+    """Current resident set size in MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _write_stats(mode: str, stats: dict) -> None:
+    """Save the statistics the documentation quotes."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"stats-{mode}.json").write_text(json.dumps(stats, indent=2, sort_keys=True))
+
+
+def run_random(seconds: float, seed: int, case_timeout: float) -> int:
+    """Seeded mutation of the seed inputs (file-level mutations for targets 0 and 5)."""
+    harness = Harness()
+    seeds = seed_inputs()
+    rng = random.Random(seed)
+    start, base_rss = time.monotonic(), _rss_mb()
+    failures: list[dict] = []
+    ops: Counter[str] = Counter()
+    slowest = 0.0
+    signal.signal(signal.SIGALRM, _timeout)
+    n = 0
+    while time.monotonic() - start < seconds:
+        s = rng.choice(seeds)
+        body = s[1:] if s[0] in (0, 5) else s[6:]
+        if s[0] in (0, 5):
+            mutated, op, _ = mutate(rng, body)
+            data = bytes([s[0]]) + mutated
+        else:
+            mutated, op = _mutate_bytes(rng, body), "bytes"
+            head = bytearray(s[:6])
+            if rng.random() < 0.2:
+                head[1 + rng.randrange(4)] = rng.randrange(256)
+            data = bytes(head) + mutated
+        ops[op] += 1
+        t = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, case_timeout)
+        try:
+            harness.run(data)
+        except BaseException as exc:  # noqa: BLE001 - every escape is a finding
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            name = f"crash-{len(failures)}"
+            OUT.mkdir(parents=True, exist_ok=True)
+            (OUT / name).write_bytes(data)
+            failures.append({"file": name, "error": f"{type(exc).__name__}: {exc}"[:300]})
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        slowest = max(slowest, time.monotonic() - t)
+        n += 1
+        growth = _rss_mb() - base_rss
+        if growth > 1024:
+            failures.append({"file": None, "error": f"RSS grew by {growth:.0f} MiB"})
+            break
+        if n % 2000 == 0:
+            _write_stats("random", _stats(n, start, harness, ops, failures, slowest, base_rss))
+    stats = _stats(n, start, harness, ops, failures, slowest, base_rss)
+    _write_stats("random", stats)
+    print(json.dumps(stats, indent=2, sort_keys=True))
+    return 1 if failures else 0
+
+
+def _stats(n, start, harness, ops, failures, slowest, base_rss) -> dict:
+    """The run's figures as one JSON-able dict."""
+    return {
+        "cases": n,
+        "seconds": round(time.monotonic() - start, 1),
+        "per_target": dict(harness.counts),
+        "operators": dict(ops),
+        "failures": failures,
+        "slowest_case_s": round(slowest, 3),
+        "rss_growth_mib": round(_rss_mb() - base_rss, 1),
+    }
+
+
+def _timeout(_signum, _frame) -> None:
+    """SIGALRM handler: a case ran too long."""
+    raise TimeoutError("case exceeded the time limit")
+
+
+def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
+    """Generic byte-level mutation for the payload targets."""
+    b = bytearray(data)
+    for _ in range(rng.choice((1, 1, 2, 4))):
+        op = rng.randrange(5)
+        if op == 0 and b:
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        elif op == 1 and b:
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        elif op == 2:
+            pos = rng.randrange(len(b) + 1)
+            b[pos:pos] = rng.randbytes(rng.choice((1, 4, 16)))
+        elif op == 3 and b:
+            pos = rng.randrange(len(b))
+            del b[pos : pos + rng.choice((1, 4, 16))]
+        elif b:
+            del b[rng.randrange(len(b)) :]
+    return bytes(b)
+
+
+def run_atheris(seconds: float, case_timeout: float, extra: list[str]) -> int:
+    """libFuzzer via atheris, with coverage instrumentation of the semcodec package only."""
+    import atheris
+    import constriction  # noqa: F401 - imported uninstrumented, before semcodec
+    import numpy  # noqa: F401
+    import PIL.Image  # noqa: F401
+    import torch  # noqa: F401
+
+    with atheris.instrument_imports(include=["semcodec"]):
+        import semcodec.codec  # noqa: F401
+        import semcodec.container  # noqa: F401
+        import semcodec.entropy.compact  # noqa: F401
+        import semcodec.entropy.residual_avif  # noqa: F401
+        import semcodec.entropy.residual_native  # noqa: F401
+        import semcodec.entropy.semantic_map  # noqa: F401
+    harness = Harness()
+    corpus = OUT / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for i, s in enumerate(seed_inputs()):
+        (corpus / f"seed-{i:02d}").write_bytes(s)
+    start, executed = time.monotonic(), [0]
+
+    def one(data: bytes) -> None:
+        """atheris entry point."""
+        harness.run(data)
+        executed[0] += 1
+        if executed[0] % 5000 == 0:
+            stats = {
+                "cases": executed[0],
+                "seconds": round(time.monotonic() - start, 1),
+                "per_target": dict(harness.counts),
+                "rss_mib": round(_rss_mb(), 1),
+            }
+            _write_stats("atheris", stats)
+
+    rss_limit = int(_rss_mb()) + 1024
+    argv = [
+        sys.argv[0],
+        f"-max_total_time={int(seconds)}",
+        f"-timeout={int(case_timeout)}",
+        f"-rss_limit_mb={rss_limit}",
+        "-max_len=4096",
+        f"-artifact_prefix={OUT}/",
+        "-print_final_stats=1",
+        *extra,
+        str(corpus),
+    ]
+    atheris.Setup(argv, one)
+    atheris.Fuzz()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse options and run the chosen driver."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seconds", type=float, default=600)
+    p.add_argument("--mode", choices=("auto", "atheris", "random"), default="auto")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--case-timeout", type=float, default=10)
+    args, extra = p.parse_known_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    mode = args.mode
+    if mode == "auto":
+        try:
+            import atheris  # noqa: F401
+
+            mode = "atheris"
+        except ImportError:
+            mode = "random"
+    if mode == "atheris":
+        return run_atheris(args.seconds, args.case_timeout, extra)
+    return run_random(args.seconds, args.seed, args.case_timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""`make bench-large`: encode and decode a 6000x4000 photo; report time and peak memory per stage.
+
+The photo is matplotlib's bundled ``grace_hopper.jpg`` cropped to 3:2, upsampled (Lanczos) to the
+target size, with seeded grain (sigma 2 grey levels) so the residual has real detail to code.
+Encode and decode each run in a child process; the parent reads the child's peak RSS and CPU time
+from ``os.wait4`` (the child's own ``rusage``), so the figures are those of a fresh process.
+
+Model: ``--model`` or ``SEMCODEC_MODEL``, else the shipped ``default`` bundle if its weights exist,
+else ``tiny``. ``--model default-arch`` is the default architecture with seeded random weights:
+the same compute and memory as a trained default model (layer sizes differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path("bench-out/large")
+
+
+def _register(model: str) -> None:
+    """Make the pseudo-model ``default-arch`` known in this process."""
+    if model == "default-arch":
+        from semcodec import zoo
+
+        zoo.register(
+            zoo.BundleSpec(
+                "default-arch", seg="default", compnet="default", generator="default", seed=0
+            )
+        )
+
+
+def _default_model() -> str:
+    """The trained default bundle if shipped, else the tiny one."""
+    from semcodec import zoo
+
+    spec = zoo.REGISTRY.get("default")
+    if spec is not None and spec.weights and (zoo.weights_dir() / spec.weights).exists():
+        return "default"
+    return "tiny"
+
+
+def make_photo(width: int, height: int, path: Path) -> None:
+    """A real photograph at the requested size (upsampled, plus seeded grain), as a PNG."""
+    import matplotlib
+    from PIL import Image
+
+    src = Image.open(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg")
+    src = src.convert("RGB")
+    w, h = src.size
+    ch = min(h, round(w * height / width))
+    src = src.crop((0, (h - ch) // 2, w, (h - ch) // 2 + ch))
+    big = np.asarray(src.resize((width, height), Image.LANCZOS), dtype=np.int16)
+    rng = np.random.default_rng(0)
+    for y in range(0, height, 500):  # in bands: bounded memory for the grain
+        band = big[y : y + 500]
+        band += np.rint(rng.normal(0.0, 2.0, band.shape)).astype(np.int16)
+    Image.fromarray(np.clip(big, 0, 255).astype(np.uint8)).save(path, compress_level=1)
+
+
+def _child(argv: list[str]) -> None:
+    """Run one encode or decode and print its stage timings as JSON (the measured process)."""
+    import torch
+
+    op, model, src, dst, quality, residual, threads = argv
+    torch.set_num_threads(int(threads))
+    _register(model)
+    from semcodec.codec import Codec
+
+    start, cpu_start = time.perf_counter(), time.process_time()
+    codec = Codec(model)
+    timings = {"model_load": time.perf_counter() - start}
+    cpu = {"model_load": time.process_time() - cpu_start}
+    info: dict = {}
+    if op == "encode":
+        data, stats = codec.encode_with_stats(src, int(quality), residual)
+        Path(dst).write_bytes(data)
+        c = codec.bundle.comp.cfg.out_channels
+        info = {"bytes": len(data), "layers": stats.layer_bytes, "compact_channels": c}
+    else:
+        result = codec.decode(Path(src).read_bytes())
+        t = time.perf_counter()
+        c = time.process_time()
+        result.image.save(dst, compress_level=1)
+        codec.timings["write_png"] = time.perf_counter() - t
+        codec.cpu_timings["write_png"] = time.process_time() - c
+    timings.update(codec.timings)
+    cpu.update(codec.cpu_timings)
+    timings["total"] = time.perf_counter() - start
+    cpu["total"] = time.process_time() - cpu_start
+    print(json.dumps({"timings": timings, "cpu_timings": cpu, **info}))
+
+
+def _measure(args: list[str]) -> dict:
+    """Run a child; return its JSON plus wall time, CPU time and peak RSS (from wait4)."""
+    cmd = [sys.executable, "-m", "semcodec.bench.large", "--child", *args]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"child {args[0]} failed with exit code {proc.returncode}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result.update(
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        peak_rss_mib=usage.ru_maxrss / 1024,  # Linux: KiB
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Synthesise the photo, encode and decode it in children, print and save the figures."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        _child(argv[1:])
+        return 0
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model", default=os.environ.get("SEMCODEC_MODEL"))
+    p.add_argument("--width", type=int, default=6000)
+    p.add_argument("--height", type=int, default=4000)
+    p.add_argument("--quality", type=int, default=50)
+    p.add_argument("--residual", default="avif")
+    p.add_argument("--threads", type=int, default=1, help="torch threads in the children")
+    args = p.parse_args(argv)
+    model = args.model or _default_model()
+    OUT.mkdir(parents=True, exist_ok=True)
+    photo = OUT / f"photo-{args.width}x{args.height}.png"
+    if not photo.exists():
+        make_photo(args.width, args.height, photo)
+    tag = f"{model}-q{args.quality}-{args.residual}"
+    sem, decoded = OUT / f"{tag}.sem", OUT / f"{tag}.png"
+    common = [model, str(args.quality), args.residual, str(args.threads)]
+    enc = _measure(["encode", model, str(photo), str(sem), *common[1:]])
+    dec = _measure(["decode", model, str(sem), str(decoded), *common[1:]])
+    from PIL import Image
+
+    a = np.asarray(Image.open(photo).convert("RGB"), dtype=np.float64)
+    b = np.asarray(Image.open(decoded).convert("RGB"), dtype=np.float64)
+    mse = float(np.mean((a - b) ** 2))
+    mh, mw = -(-args.height // 8), -(-args.width // 8)
+    report = {
+        "image": f"{args.width}x{args.height}",
+        "model": model,
+        "quality": args.quality,
+        "residual": args.residual,
+        "torch_threads": args.threads,
+        "bpp": 8 * enc["bytes"] / (args.width * args.height),
+        "psnr_db": 10 * np.log10(255.0**2 / mse) if mse else float("inf"),
+        "map_symbols": mh * mw,
+        "compact_symbols": enc["compact_channels"] * mh * mw,
+        "encode": enc,
+        "decode": dec,
+    }
+    (OUT / f"{tag}.json").write_text(json.dumps(report, indent=2))
+    print(
+        f"{report['image']} photo, model {model}, quality {args.quality}, {args.residual} residual"
+    )
+    print(f"  {enc['bytes']} bytes, {report['bpp']:.3f} bpp, PSNR {report['psnr_db']:.2f} dB")
+    for name, r in (("encode", enc), ("decode", dec)):
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in r["cpu_timings"].items() if k != "total")
+        print(
+            f"  {name}: wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, "
+            f"peak RSS {r['peak_rss_mib']:.0f} MiB  (CPU s per stage: {stages})"
+        )
+    print(f"  results in {OUT}/{tag}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Determinism (docs/robustness.md): same input and options → same bytes, same decoded layers.
+
+Encodes and decodes run in this process and in two fresh processes with 1 and 2 torch threads;
+files, every decoded layer (map, compact symbols, generator output, residual) and the decoded
+images are compared bit for bit. `--jobs 2` against a sequential batch is covered by
+tests/test_cli.py::test_jobs_gives_identical_files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+# Run in the child processes (and, via exec, in this one): encode the inputs of a folder, then
+# decode the reference files of the same folder, and print fingerprints as JSON.
+SCRIPT = r"""
+import hashlib, json, sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from semcodec import container
+from semcodec.codec import Codec, Tiling
+from semcodec.container import LayerKind
+from semcodec.entropy.compact import decode_compact
+from semcodec.entropy.residual import backend_by_code
+from semcodec.entropy.semantic_map import decode_map
+
+CASES = {  # name: (input file, quality, residual backend, forced small tiles)
+    "rgb-native": ("photo.png", 60, "native", False),
+    "rgb-avif": ("photo.png", 60, "avif", False),
+    "gray": ("gray.png", 50, "native", False),
+    "rgba": ("rgba.png", 70, "avif", False),
+    "base-only": ("photo.png", 0, "native", False),
+    "tiled": ("wide.png", 50, "native", True),
+}
+
+
+def digest(a) -> str:
+    a = np.ascontiguousarray(a)
+    return hashlib.sha256(str(a.dtype).encode() + str(a.shape).encode() + a.tobytes()).hexdigest()[:16]
+
+
+def codecs():
+    return {False: Codec("tiny"), True: Codec("tiny", tiling=Tiling(64, 64, 0))}
+
+
+def encode_all(folder: Path) -> dict:
+    c = codecs()
+    out = {}
+    for name, (src, quality, residual, tiled) in CASES.items():
+        data = c[tiled].encode(str(folder / src), quality=quality, residual=residual)
+        out[name] = hashlib.sha256(data).hexdigest()[:16]
+    return out
+
+
+def decode_all(folder: Path, tag: str) -> dict:
+    c = codecs()
+    out = {}
+    for name, (_src, _q, _r, tiled) in CASES.items():
+        codec = c[tiled]
+        data = (folder / f"{name}.sem").read_bytes()
+        header, layers = container.unpack(data)
+        mh, mw = -(-header.height // 8), -(-header.width // 8)
+        labels = decode_map(layers[LayerKind.SEMANTIC_MAP], mh, mw, codec.bundle.num_classes)
+        shape = (codec.bundle.comp.cfg.out_channels, mh, mw)
+        symbols = decode_compact(layers[LayerKind.COMPACT], shape, codec.bundle.compact_table)
+        recon = codec.reconstruct(symbols, labels, (header.height, header.width))
+        f = {"map": digest(labels), "compact": digest(symbols), "generator": digest(recon)}
+        if header.residual_backend:
+            res = backend_by_code(header.residual_backend).decode(
+                layers[LayerKind.RESIDUAL], header.height, header.width
+            )
+            f["residual"] = digest(res)
+        image = codec.decode(data).image
+        image.save(folder / f"{name}-{tag}.png")
+        f["image"] = digest(np.asarray(image))
+        out[name] = f
+    return out
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(int(sys.argv[1]))
+    folder = Path(sys.argv[2])
+    tag = f"t{sys.argv[1]}"
+    print(json.dumps({"threads": torch.get_num_threads(), "encode": encode_all(folder),
+                      "decode": decode_all(folder, tag)}))
+"""
+
+
+def _helpers() -> dict:
+    """SCRIPT's functions, for this process."""
+    namespace: dict = {"__name__": "determinism_script"}
+    exec(compile(SCRIPT, "determinism_script", "exec"), namespace)
+    return namespace
+
+
+def _inputs(folder: Path) -> None:
+    """Small real-photo inputs: RGB, gray, RGBA, and one wide enough for several tiles."""
+    import matplotlib
+
+    src = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    img = Image.open(src).convert("RGB")
+    img.resize((96, 64), Image.LANCZOS).save(folder / "photo.png")
+    img.resize((72, 40), Image.LANCZOS).convert("L").save(folder / "gray.png")
+    rgba = img.resize((40, 32), Image.LANCZOS).convert("RGBA")
+    alpha = np.full((32, 40), 255, np.uint8)
+    alpha[8:24, 10:30] = 60
+    rgba.putalpha(Image.fromarray(alpha))
+    rgba.save(folder / "rgba.png")
+    img.resize((144, 72), Image.LANCZOS).save(folder / "wide.png")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Two loaded cores: one torch thread is several times faster than two contending ones."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path):
+    h = _helpers()
+    _inputs(tmp_path)
+    codecs = h["codecs"]()
+    for name, (src, quality, residual, tiled) in h["CASES"].items():
+        data = codecs[tiled].encode(str(tmp_path / src), quality=quality, residual=residual)
+        (tmp_path / f"{name}.sem").write_bytes(data)
+    script = tmp_path / "determinism_script.py"
+    script.write_text(SCRIPT)
+    # PASSIVE: idle OpenMP threads sleep instead of spinning on the shared cores (speed only)
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(n), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in (1, 2)
+    ]
+    here_encode = h["encode_all"](tmp_path)
+    assert h["encode_all"](tmp_path) == here_encode  # same process, second run
+    here_decode = h["decode_all"](tmp_path, "here")
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=240)
+        assert child.returncode == 0, err
+        results.append(json.loads(out))
+    assert [r["threads"] for r in results] == [1, 2]
+    for r in results:
+        assert r["encode"] == here_encode, f"{r['threads']} threads: different files"
+        assert r["decode"] == here_decode, f"{r['threads']} threads: different layers"
+    for name in h["CASES"]:  # the decoded images themselves, pixel for pixel
+        ref = np.asarray(Image.open(tmp_path / f"{name}-here.png")).astype(int)
+        for tag in ("t1", "t2"):
+            other = np.asarray(Image.open(tmp_path / f"{name}-{tag}.png")).astype(int)
+            assert np.abs(other - ref).max() == 0, (name, tag)
