@@ -212,6 +212,7 @@ def train_codec(
         for group in opt_d.param_groups:
             group["lr"], group["betas"] = cfg.lr, betas
         step, hours = int(state["step"]), float(state.get("hours", 0.0))
+    start_step = step
     g_model = DDP(nets) if world > 1 else nets
     d_model = DDP(disc) if world > 1 else disc
     sampler = CropSampler(images, maps, cfg.crop, cfg.seed * 1000 + rank + step)
@@ -221,7 +222,7 @@ def train_codec(
     nets.train()
     disc.train()
     while step < cfg.iters:
-        warm = min(1.0, (step + 1) / max(1, cfg.warmup))
+        warm = min(1.0, (step - start_step + 1) / max(1, cfg.warmup))  # also after a resume
         for group, lr in zip(opt_g.param_groups, (cfg.lr, cfg.lr_context), strict=True):
             group["lr"] = lr * warm
         x, labels = sampler(cfg.batch)
