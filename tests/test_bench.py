@@ -227,10 +227,10 @@ def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> Non
         def __init__(self, model: str) -> None:
             calls.append(("init", model))
 
-        def encode(self, image: Image.Image, quality: int, residual: str) -> bytes:
-            calls.append(("encode", image.mode, quality, residual))
+        def encode(self, image: np.ndarray, quality: int, residual: str) -> bytes:
+            calls.append(("encode", image.shape, quality, residual))
             buf = io.BytesIO()
-            image.save(buf, "PNG")
+            Image.fromarray(image).save(buf, "PNG")
             return buf.getvalue()
 
         def decode(self, data: bytes, layer: str | None = None) -> types.SimpleNamespace:
@@ -245,9 +245,15 @@ def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> Non
     base = get_codec("semcodec-base", model="m1", residual="native")
     assert full.unavailable_reason() is None
     assert np.array_equal(full.decode(full.encode(img, 40)), img)
-    assert np.array_equal(base.decode(base.encode(img, 40)), img)
-    assert ("init", "m1") in calls and ("encode", "RGB", 40, "native") in calls
+    assert np.array_equal(base.decode(base.encode(img, 0)), img)
+    assert ("init", "m1") in calls and ("encode", img.shape, 40, "native") in calls
+    assert ("encode", img.shape, 0, "native") in calls  # base layer alone: quality 0
     assert ("decode", None) in calls and ("decode", "base") in calls
+    # no encode_with_stats and not a .sem file: no layer split, but no failure either
+    assert full.layer_bytes(full.encode(img, 40)) is None
+    assert base.default_settings == (0,)
+    with pytest.raises(ValueError, match="single setting 0"):
+        base.encode(img, 40)
 
 
 def test_unknown_and_unavailable_codecs_are_skipped(
@@ -286,8 +292,9 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 TOP_KEYS = {"schema", "created", "environment", "config", "codecs", "images", "records",
             "aggregate", "bd"}  # fmt: skip
 RECORD_KEYS = {"image", "codec", "setting", "bytes", "bpp", "psnr", "msssim", "msssim_db",
-               "msssim_scales", "encode_s", "decode_s", "error"}  # fmt: skip
-AGG_KEYS = {"setting", "n", "bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s"}
+               "msssim_scales", "encode_s", "decode_s", "layer_bytes", "error"}  # fmt: skip
+AGG_KEYS = {"setting", "n", "bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s",
+            "layer_bpp"}  # fmt: skip
 BD_KEYS = {"bd_rate", "reason", "interval", "bd_dist", "bd_dist_reason"}
 
 
@@ -398,3 +405,107 @@ def test_cli(tmp_path: Path) -> None:
     assert runner.invoke(bench, ["--codecs", "jpeg"]).exit_code != 0  # no --images
     bad = runner.invoke(bench, ["--images", str(imgs), "--codecs", "bogus"])
     assert bad.exit_code != 0 and "bogus" in bad.output
+
+
+# --- semcodec adapters against the real codec (tiny random model) ---------------------------
+
+
+def test_semcodec_adapters_with_tiny_model() -> None:
+    from semcodec import container
+
+    img = _test_image(21, 48)[:40]  # 40x48: not a multiple of 8, exercises padding
+    full = get_codec("semcodec", model="tiny", residual="avif")
+    base = get_codec("semcodec-base", model="tiny")
+    for c in (full, base):
+        if c.unavailable_reason():
+            pytest.skip(c.unavailable_reason())
+    data = full.encode(img, 50)
+    lb = full.layer_bytes(data)
+    assert lb is not None and set(lb) == set(rd.LAYERS) and sum(lb.values()) == len(data)
+    assert lb["residual"] > 0 and lb["map"] > 0 and lb["compact"] > 0
+    # the encoder's stats and the container agree on the split
+    _, layers = container.unpack(data)
+    assert lb["map"] == len(layers[container.LayerKind.SEMANTIC_MAP])
+    assert full.layer_bytes(bytes(bytearray(data))) == lb
+    # the base layer alone: quality 0, no residual layer at all, decoded layer=base
+    bdata = base.encode(img, 0)
+    header, blayers = container.unpack(bdata)
+    assert header.quality == 0 and container.LayerKind.RESIDUAL not in blayers
+    blb = base.layer_bytes(bdata)
+    assert blb is not None and blb["residual"] == 0 and sum(blb.values()) == len(bdata)
+    assert blb["map"] == lb["map"] and blb["compact"] == lb["compact"]  # same base layer
+    out = base.decode(bdata)
+    assert out.shape == img.shape and out.dtype == np.uint8
+    # the full decode of the q=50 file without its residual is exactly that base image
+    assert np.array_equal(full._get().decode(data, layer="base").image, Image.fromarray(out))
+    assert base.info()["layer"] == "base" and base.info()["default_settings"] == [0]
+    assert "cannot be loaded" in (get_codec("semcodec", model="no-such").unavailable_reason() or "")
+
+
+def test_run_benchmark_records_semcodec_layers(tmp_path: Path) -> None:
+    paths = _write_images(tmp_path, n=1, size=48)
+    res = rd.run_benchmark(
+        paths,
+        ["semcodec", "semcodec-base", "jpeg"],
+        {"semcodec": [30], "jpeg": [50]},
+        progress=False,
+        model="tiny",
+        threads=1,
+    )
+    if res["codecs"]["semcodec"]["status"] != "ok":
+        pytest.skip(res["codecs"]["semcodec"]["reason"])
+    assert res["config"]["qualities"]["semcodec-base"] == [0]
+    assert res["config"]["threads"] == 1 and res["config"]["codec_threads"] == 1
+    by = {r["codec"]: r for r in res["records"]}
+    assert all(r["error"] is None for r in by.values())
+    assert by["jpeg"]["layer_bytes"] is None
+    for c in ("semcodec", "semcodec-base"):
+        assert sum(by[c]["layer_bytes"].values()) == by[c]["bytes"]
+    assert by["semcodec-base"]["layer_bytes"]["residual"] == 0
+    agg = res["aggregate"]
+    assert agg["jpeg"][0]["layer_bpp"] is None
+    lbpp = agg["semcodec"][0]["layer_bpp"]
+    assert sum(lbpp.values()) == pytest.approx(agg["semcodec"][0]["bpp"])
+    table, md = rd.format_table(res), rd.format_markdown(res)
+    assert "residual bpp" in table and "| semcodec-base | 0 |" in md
+    assert "| codec | setting | total | map | compact | residual | container |" in md
+    rd.write_csv(res, tmp_path / "r.csv")
+    head, *rows = (tmp_path / "r.csv").read_text().splitlines()
+    assert "map_bytes" in head and len(rows) == 3
+
+
+def test_markdown_and_report_cli(tiny_run: dict, tmp_path: Path) -> None:
+    md = rd.format_markdown(tiny_run)
+    assert "| jpeg |" in md and "anchor" in md and "| webp | 20 |" in md
+    assert "need >= 4" in md  # why the BD-rate is missing is said, not hidden
+    src = tmp_path / "run.json"
+    rd.write_json(tiny_run, src)
+    runner = CliRunner()
+    out_md, out_png = tmp_path / "t.md", tmp_path / "t.png"
+    res = runner.invoke(
+        bench, ["--report", str(src), "--markdown", str(out_md), "--plot", str(out_png)]
+    )
+    assert res.exit_code == 0, res.output
+    assert out_md.read_text() == md and out_png.stat().st_size > 0
+    assert "BD-rate vs jpeg" in res.output
+
+
+def test_cli_defaults_run_every_codec_and_write_markdown(tmp_path: Path) -> None:
+    from semcodec.bench.cli import DEFAULT_CODECS
+
+    assert DEFAULT_CODECS.split(",") == [
+        "semcodec", "semcodec-base", "jpeg", "webp", "jpeg2000", "avif", "jxl"
+    ]  # fmt: skip
+    opts = {p.name: p.default for p in bench.params}
+    assert opts["threads"] == 2 and opts["codec_threads"] == 1
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    _write_images(imgs, n=1, size=48)
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(
+        bench,
+        ["--images", str(imgs), "--codecs", "jpeg", "--qualities", "jpeg:10,50",
+         "--out", str(out), "--no-progress", "--threads", "1"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert out.with_suffix(".md").read_text().startswith("Mean over 1 image;")

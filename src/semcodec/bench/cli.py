@@ -11,9 +11,10 @@ from pathlib import Path
 
 import click
 
+from semcodec.bench.codecs import DEFAULT_CODECS as _DEFAULT_CODECS
 from semcodec.bench.codecs import Setting, codec_names
 
-DEFAULT_CODECS = "jpeg,webp,jpeg2000,avif,jxl"
+DEFAULT_CODECS = ",".join(_DEFAULT_CODECS)
 
 
 def _setting(text: str) -> Setting:
@@ -59,6 +60,14 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Result JSON.")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="CSV.")
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="RD plot (PNG).")
+@click.option(
+    "--markdown",
+    "md_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Markdown tables (BD-rates, means, semcodec layers) for docs/benchmarks.md "
+    "[default: OUT with suffix .md when --out is given].",
+)
 @click.option("--anchor", default="jpeg", show_default=True, help="BD-rate anchor codec.")
 @click.option(
     "--crops",
@@ -70,7 +79,20 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Use the first N images.")
 @click.option("--model", default="default", show_default=True, help="semcodec model name.")
 @click.option("--residual", default="avif", show_default=True, help="semcodec residual backend.")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="torch threads for semcodec's networks (the speed targets assume 2).",
+)
+@click.option(
+    "--codec-threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="AVIF / JPEG XL library threads (libavif's output changes with its thread count).",
+)
 @click.option("--progress/--no-progress", default=True, help="Progress bar (TTY only).")
 @click.option(
     "--compare",
@@ -80,6 +102,14 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
     metavar="OLD NEW",
     help="Instead of running: BD-rate of each codec in NEW vs OLD result JSON.",
 )
+@click.option(
+    "--report",
+    "report_json",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Instead of running: print the table of an existing result JSON and write "
+    "--csv/--plot/--markdown from it.",
+)
 def bench(
     images_dir: Path | None,
     codecs: str,
@@ -87,14 +117,17 @@ def bench(
     out: Path | None,
     csv_path: Path | None,
     plot: Path | None,
+    md_path: Path | None,
     anchor: str,
     crops_dir: Path | None,
     limit: int | None,
     model: str,
     residual: str,
     threads: int,
+    codec_threads: int,
     progress: bool,
     compare: tuple[Path, Path] | None,
+    report_json: Path | None,
 ) -> None:
     """Rate–distortion benchmark: bpp, PSNR, MS-SSIM, timings and BD-rates vs an anchor."""
     from semcodec.bench import rd
@@ -102,8 +135,14 @@ def bench(
     if compare:
         rd.compare(compare[0], compare[1])
         return
+    if report_json:
+        result = rd.read_json(report_json)
+        click.echo(rd.format_table(result))
+        _write_outputs(result, None, csv_path, plot, md_path)
+        return
     if images_dir is None:
         raise click.UsageError("--images DIR is required (or use --compare OLD NEW)")
+    _warn_if_busy(threads)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     unknown = [c for c in names if c not in codec_names()]
     if unknown:
@@ -120,17 +159,12 @@ def bench(
         model=model,
         residual=residual,
         threads=threads,
+        codec_threads=codec_threads,
     )
     click.echo(rd.format_table(result))
-    if out:
-        rd.write_json(result, out)
-        click.echo(f"wrote {out}", err=True)
-    if csv_path:
-        rd.write_csv(result, csv_path)
-        click.echo(f"wrote {csv_path}", err=True)
-    if plot:
-        rd.plot_rd(result, plot)
-        click.echo(f"wrote {plot}", err=True)
+    if md_path is None and out is not None:
+        md_path = out.with_suffix(".md")
+    _write_outputs(result, out, csv_path, plot, md_path)
     if crops_dir:
         if "semcodec" not in result["aggregate"]:
             click.echo("note: no semcodec results, crops skipped", err=True)
@@ -141,6 +175,43 @@ def bench(
     if failed:
         click.echo(f"warning: {failed} encode/decode failures (see records[].error)", err=True)
         sys.exit(1)
+
+
+def _warn_if_busy(threads: int) -> None:
+    """torch's threads spin: on an oversubscribed CPU more threads are many times slower."""
+    import os
+
+    try:
+        load, cpus = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return
+    if threads > 1 and load + threads > cpus + 0.5:
+        click.echo(
+            f"note: CPU busy (load average {load:.1f} on {cpus} CPUs); with --threads {threads} "
+            "semcodec's networks can run many times slower, --threads 1 may be faster",
+            err=True,
+        )
+
+
+def _write_outputs(
+    result: dict, out: Path | None, csv_path: Path | None, plot: Path | None, md: Path | None
+) -> None:
+    """Write whichever report files were asked for (shared by a run and --report)."""
+    from semcodec.bench import rd
+
+    if out:
+        rd.write_json(result, out)
+        click.echo(f"wrote {out}", err=True)
+    if csv_path:
+        rd.write_csv(result, csv_path)
+        click.echo(f"wrote {csv_path}", err=True)
+    if plot:
+        rd.plot_rd(result, plot)
+        click.echo(f"wrote {plot}", err=True)
+    if md:
+        md.parent.mkdir(parents=True, exist_ok=True)
+        md.write_text(rd.format_markdown(result))
+        click.echo(f"wrote {md}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,12 @@ Settings per codec (the value passed to ``encode``):
 * ``jxl`` — imagecodecs/libjxl Butteraugli ``distance`` (lower is better), ``effort=7``
   (libjxl's default).  Optional: unavailable without ``imagecodecs``.
 * ``semcodec`` — semcodec ``quality`` (0–100) with the configured residual backend.
-* ``semcodec-base`` — the same files, decoded with ``layer="base"`` (the GAN base layer alone).
+* ``semcodec-base`` — the base layer alone: one setting, quality 0 (the file then has no
+  residual layer: header + semantic map + compact layer), decoded with ``layer="base"``.
+
+The semcodec adapters also report bytes per layer (``layer_bytes``: map, compact, residual and
+container overhead) from ``Codec.encode_with_stats``, or by splitting the file with
+``semcodec.container.unpack`` when the codec has no stats.
 """
 
 from __future__ import annotations
@@ -42,13 +47,16 @@ __all__ = [
     "get_codec",
     "codec_names",
     "CLASSIC_CODECS",
+    "DEFAULT_CODECS",
     "Setting",
 ]
 
 Setting = int | float | str
 
-#: Codecs that need no trained model: the default set for benchmarks and tests.
+#: Codecs that need no trained model.
 CLASSIC_CODECS: tuple[str, ...] = ("jpeg", "webp", "jpeg2000", "avif", "jxl")
+#: What ``semcodec bench`` runs by default (semcodec ones are skipped while no model loads).
+DEFAULT_CODECS: tuple[str, ...] = ("semcodec", "semcodec-base", *CLASSIC_CODECS)
 
 
 class CodecUnavailable(RuntimeError):
@@ -74,6 +82,10 @@ class CodecAdapter(ABC):
     @abstractmethod
     def decode(self, data: bytes) -> np.ndarray:
         """Decompress a file produced by ``encode`` back to (H, W, 3) uint8."""
+
+    def layer_bytes(self, data: bytes) -> dict[str, int] | None:
+        """Bytes per layer of a file from ``encode`` (layered codecs only; None otherwise)."""
+        return None
 
     def info(self) -> dict[str, Any]:
         """What the JSON report records about this codec, so runs can be reproduced."""
@@ -291,32 +303,44 @@ class JxlAdapter(CodecAdapter):
 
 
 class SemcodecAdapter(CodecAdapter):
-    """The codec under test, imported lazily so the benchmark works without a model."""
+    """The codec under test, imported lazily so the benchmark works without a model.
+
+    ``layer=None`` is the full codec (base + residual) at ``quality``; ``layer="base"`` is the
+    base layer alone: encoded with quality 0 (no residual layer, so the file holds only the
+    header, the semantic map and the compact layer) and decoded with ``layer="base"``.
+    """
 
     name = "semcodec"
     description = "semcodec (learned), setting = quality"
     # Provisional until the codec's rate range on Kodak is known; override with --qualities.
-    default_settings = (10, 25, 40, 55, 70, 85)
+    default_settings: tuple[Setting, ...] = (10, 25, 40, 55, 70, 85)
 
     def __init__(self, model: str = "default", residual: str = "avif", layer: str | None = None):
         self.model = model
         self.residual = residual
         self.layer = layer
         self._codec: Any = None
+        self._last: tuple[bytes, dict[str, int]] | None = None
         if layer == "base":
             self.name = "semcodec-base"
-        self.description = (
-            f"semcodec model={model} residual={residual}"
-            + (f", decoded layer={layer} (bytes are the whole file)" if layer else "")
-            + ", setting = quality"
-        )
+            self.default_settings = (0,)  # the base layer has no rate knob of its own
+            self.description = (
+                f"semcodec model={model}, base layer alone (quality 0: header + map + compact, "
+                "no residual), decoded layer=base; single setting 0"
+            )
+        else:
+            self.description = f"semcodec model={model} residual={residual}, setting = quality"
 
     def unavailable_reason(self) -> str | None:
-        """The pipeline module may not exist yet, or its model may be missing."""
+        """The pipeline may not import, or its model may be missing (no trained weights yet)."""
         try:
             import semcodec.codec  # noqa: F401
         except Exception as e:  # noqa: BLE001 - any import failure means "skip"
             return f"semcodec.codec not importable: {type(e).__name__}: {e}"
+        try:
+            self._get()
+        except Exception as e:  # noqa: BLE001 - e.g. ModelError: unknown model / missing weights
+            return f"semcodec model {self.model!r} cannot be loaded: {type(e).__name__}: {e}"
         return None
 
     def _get(self) -> Any:
@@ -328,8 +352,21 @@ class SemcodecAdapter(CodecAdapter):
         return self._codec
 
     def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
-        """Encode through the public API exactly as a user would."""
-        return bytes(self._get().encode(_rgb_image(rgb), quality=setting, residual=self.residual))
+        """Encode the array through the public API (no PNG round trip billed to encode_s)."""
+        _rgb_image(rgb)  # validate the array contract
+        quality = int(setting)
+        if self.layer == "base" and quality != 0:
+            raise ValueError(f"semcodec-base has the single setting 0, got {setting!r}")
+        codec = self._get()
+        arr = np.ascontiguousarray(rgb)
+        if hasattr(codec, "encode_with_stats"):
+            data, stats = codec.encode_with_stats(arr, quality=quality, residual=self.residual)
+            data = bytes(data)
+            self._last = (data, _layer_sizes(stats.layer_bytes, len(data)))
+        else:
+            data = bytes(codec.encode(arr, quality=quality, residual=self.residual))
+            self._last = None
+        return data
 
     def decode(self, data: bytes) -> np.ndarray:
         """Decode the full reconstruction, or only the base layer for ``semcodec-base``."""
@@ -337,11 +374,41 @@ class SemcodecAdapter(CodecAdapter):
         result = codec.decode(data) if self.layer is None else codec.decode(data, layer=self.layer)
         return np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy()
 
+    def layer_bytes(self, data: bytes) -> dict[str, int] | None:
+        """Bytes per layer of a file this adapter made: the encoder's stats, else the container."""
+        if self._last is not None and self._last[0] == data:
+            return dict(self._last[1])
+        try:
+            from semcodec import container
+
+            _, layers = container.unpack(data)
+        except Exception:  # noqa: BLE001 - not a .sem file (e.g. a stub codec): nothing to split
+            return None
+        return _layer_sizes({k.name.lower(): len(v) for k, v in layers.items()}, len(data))
+
     def info(self) -> dict[str, Any]:
         """Record model and residual so runs with different models are distinguishable."""
         d = super().info()
-        d.update(model=self.model, residual=self.residual, layer=self.layer)
+        d.update(
+            model=self.model,
+            residual=None if self.layer == "base" else self.residual,
+            layer=self.layer,
+        )
+        if self._codec is not None:
+            bundle = getattr(self._codec, "bundle", None)
+            d["model_hash"] = getattr(bundle, "hash", None)
         return d
+
+
+#: Container layer names (``LayerKind`` lower-cased) → the short names the report uses.
+_LAYER_NAMES = {"semantic_map": "map", "compact": "compact", "residual": "residual"}
+
+
+def _layer_sizes(by_kind: dict[str, int], total: int) -> dict[str, int]:
+    """{map, compact, residual, container} bytes; container = header, layer table, CRCs, alpha."""
+    out = {short: int(by_kind.get(kind, 0)) for kind, short in _LAYER_NAMES.items()}
+    out["container"] = int(total) - sum(out.values())
+    return out
 
 
 _REGISTRY: dict[str, Callable[..., CodecAdapter]] = {}

@@ -11,9 +11,12 @@ JSON schema (``"schema": "semcodec-bench/1"``)::
       "environment": {"python": str, "platform": str, "numpy": str, "pillow": str,
                       "torch": str, "pytorch_msssim": str, "imagecodecs": str | null,
                       "libraries": {"libjpeg": str | null, "libwebp": ..., "openjpeg": ...,
-                                    "libavif": ...}},
+                                    "libavif": ..., "libjpeg_turbo": ..., "avif_codecs": ...,
+                                    "libjxl": ...}},
       "config": {"anchor": "jpeg", "codecs": [str, ...], "qualities": {codec: [setting, ...]},
-                 "model": str, "residual": str, "threads": int},
+                 "model": str, "residual": str,
+                 "threads": int,                              # torch: semcodec nets, MS-SSIM
+                 "codec_threads": int},                       # AVIF / JPEG XL libraries
       "codecs": {codec: {"status": "ok" | "skipped", "reason": str | null,
                          "description": str, "setting": "quality" | "ratio" | "distance",
                          "settings": [setting, ...], "default_settings": [...], ...}},
@@ -23,11 +26,14 @@ JSON schema (``"schema": "semcodec-bench/1"``)::
                    "bytes": int, "bpp": float,                 # bpp = 8 * bytes / (W * H)
                    "psnr": float | null, "msssim": float | null, "msssim_db": float | null,
                    "msssim_scales": int, "encode_s": float, "decode_s": float,
+                   "layer_bytes": {"map": int, "compact": int, "residual": int,
+                                   "container": int} | null,  # semcodec codecs only
                    "error": str | null}],                      # one per image x codec x setting
       "aggregate": {codec: [{"setting": ..., "n": int,        # images averaged (errors excluded)
                              "bpp": float, "psnr": float, "msssim": float,
                              "msssim_db": float,              # mean of per-image dB values
-                             "encode_s": float, "decode_s": float}]},   # arithmetic means
+                             "encode_s": float, "decode_s": float,    # arithmetic means
+                             "layer_bpp": {"map": float, ...} | null}]},  # mean bpp per layer
       "bd": {"anchor": str, "min_points": int, "reason": str | null,
              "codecs": {codec: {"bpp_range": [min, max],      # of the aggregated curve
                                 "psnr" | "msssim_db": {
@@ -45,6 +51,7 @@ usual practice for Kodak-style image sets.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import json
@@ -52,7 +59,7 @@ import math
 import platform
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -81,11 +88,18 @@ __all__ = [
     "plot_rd",
     "compare",
     "crops",
+    "format_markdown",
+    "LAYERS",
 ]
 
 SCHEMA = "semcodec-bench/1"
+#: torch threads for MS-SSIM: not worth parallelising, and on a busy CPU two spinning threads
+#: made it 13x slower (1.64 s vs 0.12 s per Kodak image, measured while training ran).
+METRIC_THREADS = 1
 #: Quality measures BD-rates are computed on (both "larger is better").
 METRICS: tuple[str, ...] = ("psnr", "msssim_db")
+#: Layers of a semcodec file as the report names them (``container`` = header, table, CRCs).
+LAYERS: tuple[str, ...] = ("map", "compact", "residual", "container")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".ppm")
 CSV_FIELDS = (
     "image",
@@ -101,6 +115,10 @@ CSV_FIELDS = (
     "msssim_scales",
     "encode_s",
     "decode_s",
+    "map_bytes",
+    "compact_bytes",
+    "residual_bytes",
+    "container_bytes",
     "error",
 )
 
@@ -207,21 +225,37 @@ def _environment() -> dict[str, Any]:
         import imagecodecs
 
         ic: str | None = imagecodecs.__version__
-    except ImportError:
-        ic = None
+        jxl: str | None = imagecodecs.jpegxl_version()
+    except Exception:  # noqa: BLE001 - optional dependency, informative only
+        ic = jxl = None
+    try:
+        from PIL import _avif
+
+        avif_codecs: str | None = _avif.codec_versions()
+    except Exception:  # noqa: BLE001 - Pillow without AVIF
+        avif_codecs = None
+    try:
+        from importlib.metadata import version
+
+        msssim_version: str | None = version("pytorch-msssim")
+    except Exception:  # noqa: BLE001 - informative only
+        msssim_version = getattr(pytorch_msssim, "__version__", None)
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "numpy": np.__version__,
         "pillow": PIL.__version__,
         "torch": torch.__version__,
-        "pytorch_msssim": getattr(pytorch_msssim, "__version__", None),
+        "pytorch_msssim": msssim_version,
         "imagecodecs": ic,
         "libraries": {
             "libjpeg": feat("jpg"),
             "libwebp": feat("webp"),
             "openjpeg": feat("jpg_2000"),
             "libavif": feat("avif"),
+            "libjpeg_turbo": feat("libjpeg_turbo"),
+            "avif_codecs": avif_codecs,  # libavif's AV1 encoder/decoder (aom, dav1d, …)
+            "libjxl": jxl,
         },
     }
 
@@ -237,6 +271,22 @@ def _unique_names(paths: Sequence[Path]) -> list[str]:
     return names
 
 
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run a block with ``n`` torch threads, then restore the previous count."""
+    import torch
+
+    old = torch.get_num_threads()
+    if old == n:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def _measure(adapter: CodecAdapter, rgb: np.ndarray, setting: Setting) -> dict[str, Any]:
     """Encode, decode and score one image at one setting; errors become a record field."""
     h, w = rgb.shape[:2]
@@ -249,6 +299,7 @@ def _measure(adapter: CodecAdapter, rgb: np.ndarray, setting: Setting) -> dict[s
         "msssim_scales": msssim_scales(h, w),
         "encode_s": None,
         "decode_s": None,
+        "layer_bytes": None,
         "error": None,
     }
     try:
@@ -258,9 +309,11 @@ def _measure(adapter: CodecAdapter, rgb: np.ndarray, setting: Setting) -> dict[s
         out = adapter.decode(data)
         t2 = time.perf_counter()
         rec.update(bytes=len(data), bpp=bpp(len(data), w, h), encode_s=t1 - t0, decode_s=t2 - t1)
+        rec["layer_bytes"] = adapter.layer_bytes(data)
         if out.shape != rgb.shape or out.dtype != np.uint8:
             raise ValueError(f"decoded {out.shape} {out.dtype}, expected {rgb.shape} uint8")
-        m = ms_ssim(rgb, out)
+        with _torch_threads(METRIC_THREADS):
+            m = ms_ssim(rgb, out)
         rec.update(psnr=psnr(rgb, out), msssim=m.value, msssim_db=m.db, msssim_scales=m.scales)
     except Exception as e:  # noqa: BLE001 - one failing file must not lose a long run
         rec["error"] = f"{type(e).__name__}: {e}"
@@ -290,7 +343,8 @@ def run_benchmark(
     anchor: str = "jpeg",
     model: str = "default",
     residual: str = "avif",
-    threads: int = 1,
+    threads: int = 2,
+    codec_threads: int = 1,
     min_points: int = 4,
 ) -> dict[str, Any]:
     """Measure every image × codec × setting and derive aggregates and BD-rates.
@@ -298,7 +352,11 @@ def run_benchmark(
     ``qualities`` maps codec name to its settings; codecs not in it use their defaults.
     Unavailable codecs (e.g. ``jxl`` without imagecodecs, ``semcodec`` before its pipeline
     exists) are skipped with the reason recorded in ``result["codecs"][name]["reason"]``.
-    ``threads`` caps torch's intra-op threads (for MS-SSIM) and the AVIF/JXL encoders.
+    ``threads`` caps torch's intra-op threads (semcodec's networks; MS-SSIM always uses
+    ``METRIC_THREADS``); ``codec_threads``
+    is what the AVIF and JPEG XL libraries get.  They are separate because libavif's output
+    depends on its thread count (a few bytes per file), so classic-codec results stay comparable
+    across runs at the default of 1 whatever torch uses.
     """
     import torch
 
@@ -308,7 +366,7 @@ def run_benchmark(
     adapters: dict[str, tuple[CodecAdapter, list[Setting]]] = {}
     for name in codecs:
         try:
-            adapter = get_codec(name, model=model, residual=residual, threads=threads)
+            adapter = get_codec(name, model=model, residual=residual, threads=codec_threads)
         except KeyError as e:
             codec_info[name] = {"status": "skipped", "reason": str(e.args[0]), "settings": []}
             continue
@@ -322,14 +380,14 @@ def run_benchmark(
         else:
             adapters[name] = (adapter, settings)
 
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
     _warm_up(adapters)
     names = _unique_names(paths)
     total = len(paths) * sum(len(s) for _, s in adapters.values())
     bar = ProgressBar(total, enabled=progress)
     image_info: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, threads))
     try:
         for path, name in zip(paths, names, strict=True):
             rgb = load_rgb(path)
@@ -355,7 +413,8 @@ def run_benchmark(
         torch.set_num_threads(old_threads)
         bar.close()
 
-    agg = aggregate(records, {c: s for c, (_, s) in adapters.items()})
+    sizes = {i["name"]: (i["width"], i["height"]) for i in image_info}
+    agg = aggregate(records, {c: s for c, (_, s) in adapters.items()}, sizes)
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -367,6 +426,7 @@ def run_benchmark(
             "model": model,
             "residual": residual,
             "threads": threads,
+            "codec_threads": codec_threads,
         },
         "codecs": codec_info,
         "images": image_info,
@@ -378,9 +438,14 @@ def run_benchmark(
 
 
 def aggregate(
-    records: Iterable[Mapping[str, Any]], order: Mapping[str, Sequence[Setting]] | None = None
+    records: Iterable[Mapping[str, Any]],
+    order: Mapping[str, Sequence[Setting]] | None = None,
+    sizes: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Mean bpp / quality / time per codec and setting over the images without errors."""
+    """Mean bpp / quality / time per codec and setting over the images without errors.
+
+    ``sizes`` (image name → (width, height)) is needed for the per-layer bpp of layered codecs.
+    """
     groups: dict[str, dict[Any, list[Mapping[str, Any]]]] = {}
     for r in records:
         if r.get("error"):
@@ -397,8 +462,22 @@ def aggregate(
             row: dict[str, Any] = {"setting": rs[0]["setting"], "n": len(rs)}
             for f in ("bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s"):
                 row[f] = _finite(np.mean([_stored(r, f) for r in rs]))
+            row["layer_bpp"] = _layer_bpp(rs, sizes)
             rows.append(row)
         out[codec] = rows
+    return out
+
+
+def _layer_bpp(
+    rs: Sequence[Mapping[str, Any]], sizes: Mapping[str, tuple[int, int]] | None
+) -> dict[str, float | None] | None:
+    """Mean bpp of each layer: shows where a layered codec's bits go (None for classic codecs)."""
+    if not sizes or any(not r.get("layer_bytes") or r["image"] not in sizes for r in rs):
+        return None
+    out: dict[str, float | None] = {}
+    for layer in LAYERS:
+        vals = [bpp(r["layer_bytes"].get(layer, 0), *sizes[r["image"]]) for r in rs]
+        out[layer] = _finite(np.mean(vals))
     return out
 
 
@@ -490,6 +569,16 @@ def format_table(result: Mapping[str, Any]) -> str:
     for name, info in result.get("codecs", {}).items():
         if info.get("status") == "skipped":
             lines.append(f"{name:<14} skipped: {info.get('reason')}")
+    layered = [
+        (c, r) for c, rows in result["aggregate"].items() for r in rows if r.get("layer_bpp")
+    ]
+    if layered:
+        lines.append("")
+        h3 = f"{'codec':<14}{'setting':>8}" + "".join(f"{k + ' bpp':>15}" for k in LAYERS)
+        lines += [h3, "-" * len(h3)]
+        for codec, r in layered:
+            cells = "".join(f"{_fmt(r['layer_bpp'].get(k), '.4f'):>15}" for k in LAYERS)
+            lines.append(f"{codec:<14}{str(r['setting']):>8}{cells}")
     bd = result["bd"]
     lines.append("")
     lines.append(f"BD-rate vs {bd['anchor']} (%, negative = fewer bits; cubic / pchip)")
@@ -520,6 +609,89 @@ def format_table(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _md_ms(x: Any) -> str:
+    """Seconds as milliseconds for a Markdown cell."""
+    return "—" if x is None else f"{x * 1e3:.0f}"
+
+
+def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> str:
+    """Markdown tables for docs/benchmarks.md: BD-rates, per-setting means, semcodec layers."""
+    bd = result["bd"]
+    n = len(result.get("images", []))
+    env = result.get("environment", {})
+    cfg = result.get("config", {})
+    lines = [
+        f"Mean over {n} image{'s' if n != 1 else ''}; run {result.get('created', '?')}, "
+        f"torch threads {cfg.get('threads', '?')}, AVIF/JXL threads "
+        f"{cfg.get('codec_threads', cfg.get('threads', '?'))}, Pillow {env.get('pillow', '?')}.",
+        "",
+        f"BD-rate against {bd['anchor']} (%, negative = fewer bits at equal quality; "
+        "cubic = Bjøntegaard polynomial, pchip = piecewise cubic as in the JVET/VCEG CTC)"
+        " and BD-PSNR (dB at equal rate, cubic):",
+        "",
+        "| codec | bpp range | PSNR cubic | PSNR pchip | MS-SSIM dB cubic | MS-SSIM dB pchip "
+        "| BD-PSNR (dB) |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    if bd.get("reason"):
+        lines.insert(2, f"({bd['reason']})")
+    notes: list[str] = []
+    for codec, e in bd["codecs"].items():
+        rng = e.get("bpp_range")
+        rng_s = f"{rng[0]:.3f}–{rng[1]:.3f}" if rng else "—"
+        if codec == bd["anchor"] or "psnr" not in e:
+            tag = "anchor" if codec == bd["anchor"] else "—"
+            lines.append(f"| {codec} | {rng_s} | {tag} | | | | |")
+            continue
+        p, m = e["psnr"], e["msssim_db"]
+        lines.append(
+            f"| {codec} | {rng_s} | {_fmt(p['cubic']['bd_rate'], '+.1f')} "
+            f"| {_fmt(p['pchip']['bd_rate'], '+.1f')} | {_fmt(m['cubic']['bd_rate'], '+.1f')} "
+            f"| {_fmt(m['pchip']['bd_rate'], '+.1f')} | {_fmt(p['cubic']['bd_dist'], '+.2f')} |"
+        )
+        whys = {e[mt][md]["reason"] for mt in METRICS for md in METHODS} - {None}
+        notes += [f"{codec}: {w}" for w in sorted(whys)]
+    for name, info in result.get("codecs", {}).items():
+        if info.get("status") == "skipped":
+            notes.append(f"{name} skipped: {info.get('reason')}")
+    if notes:
+        lines += ["", *[f"- {t}" for t in notes]]
+    if per_setting:
+        lines += [
+            "",
+            "| codec | setting | bpp | PSNR (dB) | MS-SSIM | MS-SSIM (dB) | encode (ms) "
+            "| decode (ms) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for codec, rows in result["aggregate"].items():
+            for r in rows:
+                lines.append(
+                    f"| {codec} | {r['setting']} | {_fmt(r['bpp'], '.3f')} "
+                    f"| {_fmt(r['psnr'], '.2f')} | {_fmt(r['msssim'], '.4f')} "
+                    f"| {_fmt(r['msssim_db'], '.2f')} | {_md_ms(r['encode_s'])} "
+                    f"| {_md_ms(r['decode_s'])} |"
+                )
+    layered = [
+        (codec, r)
+        for codec, rows in result["aggregate"].items()
+        for r in rows
+        if r.get("layer_bpp")
+    ]
+    if layered:
+        lines += [
+            "",
+            "Bits per layer (mean bpp; container = header, layer table and CRCs):",
+            "",
+            "| codec | setting | total | map | compact | residual | container |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for codec, r in layered:
+            lb = r["layer_bpp"]
+            cells = " | ".join(_fmt(lb.get(k), ".4f") for k in LAYERS)
+            lines.append(f"| {codec} | {r['setting']} | {_fmt(r['bpp'], '.4f')} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_json(result: Mapping[str, Any], path: Path | str) -> None:
     """Strict JSON (no NaN tokens), indented for diffs."""
     p = Path(path)
@@ -547,7 +719,8 @@ def write_csv(result: Mapping[str, Any], path: Path | str) -> None:
         w.writeheader()
         for r in result["records"]:
             width, height = sizes.get(r["image"], (None, None))
-            w.writerow({**r, "width": width, "height": height})
+            layers = {f"{k}_bytes": v for k, v in (r.get("layer_bytes") or {}).items()}
+            w.writerow({**r, **layers, "width": width, "height": height})
 
 
 def plot_rd(result: Mapping[str, Any], path: Path | str, title: str | None = None) -> None:
@@ -671,7 +844,7 @@ def crops(
             name,
             model=cfg.get("model", "default"),
             residual=cfg.get("residual", "avif"),
-            threads=cfg.get("threads", 1),
+            threads=cfg.get("codec_threads", cfg.get("threads", 1)),
         )
 
     adapters = {c: make(c) for c in [reference, *others]}

@@ -1,0 +1,819 @@
+"""Speed benchmark: end-to-end and per-stage encode/decode times, peak memory, networks alone.
+
+Run as ``python -m semcodec.bench.speed --images DIR [--model default] [--limit N]
+[--qualities 0,50] [--threads 2] [--repeats 3] [--out bench-out/speed.json]``.
+
+Every configuration (one image at one quality, or one set of networks) runs in a fresh child
+process so that its peak resident memory is its own: the parent reads the child's
+``ru_maxrss`` from ``os.wait4`` (the per-child form of ``getrusage(RUSAGE_CHILDREN)``, whose
+``ru_maxrss`` is only the maximum over all children so far).  The parent imports neither torch
+nor numpy: Linux carries the exec'ing process's high-water RSS into the child's ``ru_maxrss``,
+so a heavy parent would inflate every child's figure.
+
+Per configuration the child reports the import and model-loading times separately, then the
+median over ``--repeats`` runs (after one warm-up) of a whole ``Codec.encode_with_stats`` and
+``Codec.decode``, and of each stage inside them.  Stages are timed by wrapping the Codec's
+methods and the entropy coders it calls (``semantic_map``, ``compact``, ``reconstruct``,
+``encode_map``/``decode_map``, ``encode_compact``/``decode_compact``, the residual backend,
+``container.pack``/``unpack``) in the child only; ``codec.py`` is not modified.  ``other`` is
+the end-to-end time minus the timed stages (tensor conversion, padding, argmax, assembly).
+
+The networks-alone check times the segmentation network (``logits_lowres``), CompNet and the
+generator on a 768×512 input in fp32 and bf16 autocast, against the targets of the speed
+issues (segmentation ≤ 1.5 s, generator ≤ 0.5 s, at 2 threads).  Without trained default
+weights the default *architecture* is also timed with random weights (speed does not depend
+on weight values), next to the model actually used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SCHEMA",
+    "TARGETS",
+    "ENCODE_STAGES",
+    "DECODE_STAGES",
+    "machine_info",
+    "library_versions",
+    "default_weights_available",
+    "run_speed",
+    "format_speed_table",
+    "main",
+]
+
+SCHEMA = "semcodec-speed/1"
+#: Targets of the speed issues, seconds on a 768×512 input at 2 threads.
+TARGETS: dict[str, float] = {"segmentation": 1.5, "generator": 0.5}
+#: The precision the codec runs each network in (seg/CompNet: bf16, generator: fp32 for
+#: bit-exact decoding); the target applies to that one.
+CODEC_PRECISION: dict[str, str] = {"segmentation": "bf16", "compnet": "bf16", "generator": "fp32"}
+ENCODE_STAGES: tuple[str, ...] = (
+    "input",
+    "segmentation",
+    "compnet",
+    "map_coding",
+    "compact_coding",
+    "generator",
+    "residual_coding",
+    "container",
+    "other",
+)
+DECODE_STAGES: tuple[str, ...] = (
+    "container",
+    "map_coding",
+    "compact_coding",
+    "generator",
+    "residual_coding",
+    "other",
+)
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".ppm")
+
+
+# ----- environment (parent side: light imports only) -------------------------------------------
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores and RAM: speed numbers mean nothing without the machine."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    ram_gib: float | None = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                ram_gib = round(int(line.split()[1]) / 2**20, 1)
+                break
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = os.cpu_count()
+    try:
+        load: list[float] | None = [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        load = None
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": usable,
+        "ram_gib": ram_gib,
+        "platform": platform.platform(),
+        "loadavg": load,
+    }
+
+
+def _dist_version(name: str) -> str | None:
+    """An installed distribution's version without importing it (keeps the parent light)."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions that change codec speed and output: Python, torch, Pillow and its codecs."""
+    from PIL import features
+
+    def feat(name: str) -> str | None:
+        try:
+            return features.version(name)
+        except Exception:  # noqa: BLE001 - informative only
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "torch": _dist_version("torch"),
+        "numpy": _dist_version("numpy"),
+        "pillow": _dist_version("pillow"),
+        "libavif": feat("avif"),
+        "libwebp": feat("webp"),
+        "openjpeg": feat("jpg_2000"),
+        "libjpeg": feat("jpg"),
+        "imagecodecs": _dist_version("imagecodecs"),
+        "constriction": _dist_version("constriction"),
+    }
+
+
+def default_weights_available() -> bool:
+    """True once trained default weights (models/default-<sha8>.pt) are installed."""
+    try:
+        folder = resources.files("semcodec._weights")
+    except ModuleNotFoundError:
+        return False
+    return any(p.name.startswith("default-") and p.name.endswith(".pt") for p in folder.iterdir())
+
+
+def _list_images(directory: Path, limit: int | None) -> list[Path]:
+    """Image files of a directory, sorted by name (same rule as the RD benchmark)."""
+    files = sorted(
+        p for p in directory.iterdir() if p.is_file() and p.suffix.lower() in _IMAGE_SUFFIXES
+    )
+    return files[:limit] if limit else files
+
+
+# ----- child processes ------------------------------------------------------------------------
+def _child_env(threads: int) -> dict[str, str]:
+    """Thread caps for every math library before torch starts (set_num_threads alone is late)."""
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = str(threads)
+    return env
+
+
+def _spawn(spec: dict[str, Any], threads: int, timeout_s: float | None) -> dict[str, Any]:
+    """Run one configuration in a fresh interpreter; add its own peak RSS (os.wait4)."""
+    with tempfile.TemporaryDirectory(prefix="semcodec-speed-") as tmp:
+        spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
+        err_path = Path(tmp) / "stderr.txt"
+        spec_path.write_text(json.dumps(spec))
+        cmd = [sys.executable, "-m", "semcodec.bench.speed", "--worker", str(spec_path)]
+        cmd.append(str(result_path))
+        t0 = time.perf_counter()
+        with err_path.open("wb") as err:
+            proc = subprocess.Popen(
+                cmd, env=_child_env(threads), stdout=subprocess.DEVNULL, stderr=err
+            )
+            status, usage = _wait(proc, timeout_s)
+        wall = time.perf_counter() - t0
+        out: dict[str, Any] = {}
+        if result_path.exists():
+            out = json.loads(result_path.read_text())
+        code = os.waitstatus_to_exitcode(status) if status is not None else None
+        if code != 0 and not out.get("error"):
+            tail = err_path.read_text(errors="replace").strip().splitlines()[-5:]
+            why = "timed out" if status is None else f"exit status {code}"
+            out["error"] = f"child {why}: " + " | ".join(tail)
+    out["peak_rss_mib"] = round(usage.ru_maxrss / 1024, 1) if usage else None  # KiB on Linux
+    out["process_s"] = round(wall, 3)
+    return out
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float | None) -> tuple[int | None, Any]:
+    """wait4 the child (its own rusage); kill it past the timeout."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if deadline else 0)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return status, usage
+        if deadline is not None and time.monotonic() > deadline:
+            proc.kill()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return None, usage
+        time.sleep(0.05)
+
+
+class _Timers:
+    """Accumulated wall and CPU seconds per stage within one encode or decode call."""
+
+    def __init__(self) -> None:
+        self.acc: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        """Time a block and add it to ``stage`` (a stage may run more than once per call)."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.acc[stage] = self.acc.get(stage, 0.0) + time.perf_counter() - t0
+            self.cpu[stage] = self.cpu.get(stage, 0.0) + time.process_time() - c0
+
+    def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` with its time billed to ``stage``."""
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self(stage):
+                return fn(*args, **kwargs)
+
+        return timed
+
+    def take(self) -> tuple[dict[str, float], dict[str, float]]:
+        """The accumulated (wall, CPU) times, reset for the next call."""
+        out = (self.acc, self.cpu)
+        self.acc, self.cpu = {}, {}
+        return out
+
+
+class _TimedBackend:
+    """A residual backend whose encode/decode bill ``residual_coding``."""
+
+    def __init__(self, inner: Any, timers: _Timers) -> None:
+        self._inner = inner
+        self.encode = timers.wrap("residual_coding", inner.encode)
+        self.decode = timers.wrap("residual_coding", inner.decode)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _instrument(codec: Any, cm: Any, timers: _Timers) -> list[str]:
+    """Wrap the Codec's stages and the coders semcodec.codec calls (this process only).
+
+    Returns the hooks that were not found (the codec changed): their time lands in ``other``.
+    """
+    missing: list[str] = []
+
+    def hook(obj: Any, name: str, stage: str, label: str) -> None:
+        fn = getattr(obj, name, None)
+        if fn is None:
+            missing.append(label)
+        else:
+            setattr(obj, name, timers.wrap(stage, fn))
+
+    for name, stage in (
+        ("_load", "input"),
+        ("semantic_map", "segmentation"),
+        ("compact", "compnet"),
+        ("reconstruct", "generator"),
+    ):
+        hook(codec, name, stage, f"Codec.{name}")
+    for name, stage in (
+        ("encode_map", "map_coding"),
+        ("decode_map", "map_coding"),
+        ("encode_compact", "compact_coding"),
+        ("decode_compact", "compact_coding"),
+    ):
+        hook(cm, name, stage, f"semcodec.codec.{name}")
+    for name in ("get_backend", "backend_by_code"):
+        lookup = getattr(cm, name, None)
+        if lookup is None:
+            missing.append(f"semcodec.codec.{name}")
+        else:
+            setattr(cm, name, lambda key, _f=lookup: _TimedBackend(_f(key), timers))
+    container = getattr(cm, "container", None)
+    for name in ("pack", "unpack"):
+        hook(container, name, "container", f"container.{name}")
+    return missing
+
+
+def _median(xs: Sequence[float]) -> float:
+    """Median, robust to one slow run on a shared machine."""
+    return float(statistics.median(xs))
+
+
+def _stage_medians(runs: list[dict[str, float]], total: list[float], stages: Sequence[str]) -> dict:
+    """Per-stage medians; ``other`` is each run's unattributed time (wall or CPU alike)."""
+    for r, t in zip(runs, total, strict=True):
+        r["other"] = max(0.0, t - sum(v for k, v in r.items() if k != "other"))
+    return {s: round(_median([r.get(s, 0.0) for r in runs]), 6) for s in stages}
+
+
+def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
+    """One image at one quality: import, model load, warm-up, then timed repeats."""
+    import resource
+
+    t0 = time.perf_counter()
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    torch.set_num_threads(spec["threads"])
+    import semcodec.codec as cm
+
+    t1 = time.perf_counter()
+    codec = cm.Codec(spec["model"])
+    t2 = time.perf_counter()
+    rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with Image.open(spec["image"]) as im:
+        rgb = np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
+    timers = _Timers()
+    missing = _instrument(codec, cm, timers)
+    q, residual = int(spec["quality"]), spec["residual"]
+    data, stats = codec.encode_with_stats(rgb, quality=q, residual=residual)  # warm-up
+    codec.decode(data)
+    timers.take()
+    enc_t: list[float] = []
+    dec_t: list[float] = []
+    enc_c: list[float] = []
+    dec_c: list[float] = []
+    enc_st: list[dict[str, float]] = []
+    dec_st: list[dict[str, float]] = []
+    enc_sc: list[dict[str, float]] = []
+    dec_sc: list[dict[str, float]] = []
+    for _ in range(spec["repeats"]):
+        a, ac = time.perf_counter(), time.process_time()
+        data, stats = codec.encode_with_stats(rgb, quality=q, residual=residual)
+        b, bc = time.perf_counter(), time.process_time()
+        wall, cpu = timers.take()
+        enc_st.append(wall)
+        enc_sc.append(cpu)
+        codec.decode(data)
+        c, cc = time.perf_counter(), time.process_time()
+        wall, cpu = timers.take()
+        dec_st.append(wall)
+        dec_sc.append(cpu)
+        enc_t.append(b - a)
+        dec_t.append(c - b)
+        enc_c.append(bc - ac)
+        dec_c.append(cc - bc)
+    h, w = rgb.shape[:2]
+    return {
+        "image": Path(spec["image"]).stem,
+        "width": w,
+        "height": h,
+        "quality": q,
+        "bytes": len(data),
+        "bpp": 8 * len(data) / (w * h),
+        "layer_bytes": dict(stats.layer_bytes),
+        "import_s": round(t1 - t0, 4),
+        "model_load_s": round(t2 - t1, 4),
+        "rss_after_load_mib": round(rss_load, 1),
+        "encode_s": round(_median(enc_t), 6),
+        "decode_s": round(_median(dec_t), 6),
+        "encode_runs": [round(x, 6) for x in enc_t],
+        "decode_runs": [round(x, 6) for x in dec_t],
+        "encode_stages": _stage_medians(enc_st, enc_t, ENCODE_STAGES),
+        "decode_stages": _stage_medians(dec_st, dec_t, DECODE_STAGES),
+        "encode_cpu_s": round(_median(enc_c), 6),
+        "decode_cpu_s": round(_median(dec_c), 6),
+        "encode_stages_cpu": _stage_medians(enc_sc, enc_c, ENCODE_STAGES),
+        "decode_stages_cpu": _stage_medians(dec_sc, dec_c, DECODE_STAGES),
+        "unhooked": missing,
+        "threads": torch.get_num_threads(),
+        "error": None,
+    }
+
+
+def _time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, float, list[float]]:
+    """Median wall and CPU seconds of ``fn`` after one untimed warm-up call, and the runs."""
+    fn()
+    runs, cpus = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        runs.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return _median(runs), _median(cpus), runs
+
+
+def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
+    """Segmentation, CompNet and generator alone on one input size, fp32 and bf16 autocast."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    from semcodec.models.compnet import COMPNET_CONFIGS, CompNet, dequantize
+    from semcodec.models.generator import GENERATOR_CONFIGS, Generator
+    from semcodec.models.segmentation import SEG_CONFIGS, SegNet
+
+    t0 = time.perf_counter()
+    if spec["arch"]:
+        torch.manual_seed(0)
+        name = spec["arch"]
+        seg = SegNet(SEG_CONFIGS[name]).eval()
+        comp = CompNet(COMPNET_CONFIGS[name]).eval()
+        gen = Generator(GENERATOR_CONFIGS[name]).eval()
+    else:
+        from semcodec.zoo import load_bundle
+
+        b = load_bundle(spec["model"])
+        seg, comp, gen = b.seg, b.comp, b.gen
+    load_s = time.perf_counter() - t0
+    w, h = spec["size"]
+    f = 8  # map and compact resolution: 1/8 (Codec.MULTIPLE)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(1, 3, h, w, generator=g)
+    labels = torch.randint(0, comp.cfg.num_classes, (1, h // f, w // f), generator=g)
+    levels = comp.cfg.levels
+    sym = torch.randint(0, levels, (1, comp.cfg.out_channels, h // f, w // f), generator=g)
+    t = dequantize(sym, levels)
+    calls: dict[str, Callable[[], Any]] = {
+        "segmentation": lambda: seg.logits_lowres(x),
+        "compnet": lambda: comp(x, labels),
+        "generator": lambda: gen(t, labels, (h, w)),
+    }
+    results: dict[str, dict[str, float]] = {}
+    cpu: dict[str, dict[str, float]] = {}
+    runs: dict[str, dict[str, list[float]]] = {}
+    with torch.no_grad():
+        for net, fn in calls.items():
+            results[net], cpu[net], runs[net] = {}, {}, {}
+            for prec in ("fp32", "bf16"):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
+                    med, med_cpu, rs = _time_call(fn, spec["repeats"])
+                results[net][prec] = round(med, 6)
+                cpu[net][prec] = round(med_cpu, 6)
+                runs[net][prec] = [round(r, 6) for r in rs]
+    return {
+        "label": spec["label"],
+        "model": spec["model"],
+        "arch": spec["arch"],
+        "weights": "random weights, speed only" if spec["arch"] else "weights as loaded",
+        "size": [w, h],
+        "threads": torch.get_num_threads(),
+        "load_s": round(load_s, 4),
+        "seconds": results,
+        "cpu_seconds": cpu,
+        "runs": runs,
+        "error": None,
+    }
+
+
+def _worker_main(spec_path: str, result_path: str) -> int:
+    """Child entry point: run one spec and write its JSON result (errors included)."""
+    spec = json.loads(Path(spec_path).read_text())
+    try:
+        out = _worker_codec(spec) if spec["kind"] == "codec" else _worker_nets(spec)
+        code = 0
+    except Exception as e:  # noqa: BLE001 - reported in the parent's table, the run goes on
+        out = {"error": f"{type(e).__name__}: {e}"}
+        code = 1
+    Path(result_path).write_text(json.dumps(out))
+    return code
+
+
+# ----- parent ---------------------------------------------------------------------------------
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over images per quality (of the per-image medians), max peak RSS."""
+    out: dict[str, Any] = {}
+    for q in sorted({r["quality"] for r in runs if not r.get("error")}):
+        rs = [r for r in runs if r["quality"] == q and not r.get("error")]
+        mean = statistics.fmean
+        rss = [r["peak_rss_mib"] for r in rs if r.get("peak_rss_mib") is not None]
+        out[str(q)] = {
+            "n": len(rs),
+            "bpp": round(mean(r["bpp"] for r in rs), 5),
+            "encode_s": round(mean(r["encode_s"] for r in rs), 6),
+            "decode_s": round(mean(r["decode_s"] for r in rs), 6),
+            "encode_cpu_s": round(mean(r.get("encode_cpu_s", math.nan) for r in rs), 6),
+            "decode_cpu_s": round(mean(r.get("decode_cpu_s", math.nan) for r in rs), 6),
+            "model_load_s": round(mean(r["model_load_s"] for r in rs), 4),
+            "import_s": round(mean(r["import_s"] for r in rs), 4),
+            "peak_rss_mib": max(rss) if rss else None,
+            "encode_stages": {
+                s: round(mean(r["encode_stages"][s] for r in rs), 6) for s in ENCODE_STAGES
+            },
+            "decode_stages": {
+                s: round(mean(r["decode_stages"][s] for r in rs), 6) for s in DECODE_STAGES
+            },
+            "encode_stages_cpu": {
+                s: round(mean(r["encode_stages_cpu"][s] for r in rs), 6) for s in ENCODE_STAGES
+            },
+            "decode_stages_cpu": {
+                s: round(mean(r["decode_stages_cpu"][s] for r in rs), 6) for s in DECODE_STAGES
+            },
+        }
+    return out
+
+
+def _self_maxrss_mib() -> float:
+    """This process's peak RSS so far (MiB): a floor under every child's ru_maxrss."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _busy_warning(m: dict[str, Any], threads: int, during: bool = False) -> list[str]:
+    """Flag oversubscription: torch's spinning threads slow down many-fold on a busy CPU."""
+    load, cpus = m.get("loadavg"), m.get("usable_cpus")
+    if not load or not cpus:
+        return []
+    # the 1-minute load at the end includes this benchmark's own child (about `threads`)
+    others = load[0] - (threads if during else 0)
+    if others + threads <= cpus + 0.5:
+        return []
+    when = "during the run" if during else "at the start"
+    return [
+        f"CPU busy {when}: load average {load[0]:.2f} on {cpus} usable CPUs with {threads} "
+        "benchmark threads; timings are inflated (measure on an otherwise idle machine)"
+    ]
+
+
+def _verdicts(net: dict[str, Any]) -> dict[str, Any]:
+    """Target checks for the precision the codec actually runs each network in."""
+    out: dict[str, Any] = {}
+    for name, target in TARGETS.items():
+        secs = (net.get("seconds") or {}).get(name)
+        if not secs:
+            continue
+        prec = CODEC_PRECISION[name]
+        cpu = (net.get("cpu_seconds") or {}).get(name, {}).get(prec)
+        out[name] = {
+            "target_s": target,
+            "codec_precision": prec,
+            "seconds": secs[prec],
+            "cpu_seconds": cpu,
+            "meets": secs[prec] <= target,
+            # CPU time summed over threads: about the idle-machine wall time at 1 thread, an
+            # upper bound for more threads (apart from spinning), and immune to a busy machine
+            "meets_cpu": None if cpu is None else cpu <= target,
+        }
+    return out
+
+
+def run_speed(
+    images: Sequence[Path],
+    *,
+    model: str = "default",
+    qualities: Sequence[int] = (0, 50),
+    threads: int = 2,
+    repeats: int = 3,
+    residual: str = "avif",
+    net_size: tuple[int, int] = (768, 512),
+    nets: bool = True,
+    timeout_s: float | None = 1800.0,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> dict[str, Any]:
+    """Measure every image × quality in its own process, then the networks alone."""
+    requested, note = model, None
+    if model == "default" and not default_weights_available():
+        model = "tiny"
+        note = (
+            "no trained default weights (models/default-*.pt): measured --model tiny; the "
+            "networks-alone check also times the default architecture with random weights"
+        )
+        log(f"note: {note}")
+    started = machine_info()
+    warnings = _busy_warning(started, threads)
+    parent_rss = _self_maxrss_mib()
+    if parent_rss > 150:
+        warnings.append(
+            f"this process already peaked at {parent_rss:.0f} MiB, and Linux carries that into "
+            "each child's ru_maxrss: peak RSS figures are at least that (run from the CLI)"
+        )
+    for w in warnings:
+        log(f"warning: {w}")
+    runs: list[dict[str, Any]] = []
+    for path in images:
+        for q in qualities:
+            log(f"  {path.name} quality {q} …")
+            spec = {
+                "kind": "codec",
+                "image": str(path),
+                "model": model,
+                "quality": int(q),
+                "residual": residual,
+                "threads": threads,
+                "repeats": repeats,
+            }
+            r = _spawn(spec, threads, timeout_s)
+            r.setdefault("image", path.stem)
+            r.setdefault("quality", int(q))
+            if r.get("error"):
+                log(f"  warning: {path.name} q{q}: {r['error']}")
+            runs.append(r)
+    networks: list[dict[str, Any]] = []
+    if nets:
+        specs = [{"label": model, "model": model, "arch": None}]
+        if note is not None:
+            specs.append({"label": "default architecture", "model": "default", "arch": "default"})
+        for s in specs:
+            log(f"  networks alone: {s['label']} at {net_size[0]}×{net_size[1]} …")
+            s.update(kind="nets", size=list(net_size), threads=threads, repeats=repeats)
+            r = _spawn(s, threads, timeout_s)
+            r.setdefault("label", s["label"])
+            if not r.get("error"):
+                r["targets"] = _verdicts(r)
+            else:
+                log(f"  warning: networks {s['label']}: {r['error']}")
+            networks.append(r)
+    finished = machine_info()
+    return {
+        "schema": SCHEMA,
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": {
+            **started,
+            "loadavg_after": finished["loadavg"],
+            "parent_maxrss_mib": round(parent_rss, 1),
+        },
+        "warnings": warnings + _busy_warning(finished, threads, during=True),
+        "versions": library_versions(),
+        "config": {
+            "model": model,
+            "model_requested": requested,
+            "model_note": note,
+            "qualities": [int(q) for q in qualities],
+            "threads": threads,
+            "repeats": repeats,
+            "residual": residual,
+            "net_size": list(net_size),
+            "images": [str(p) for p in images],
+        },
+        "runs": runs,
+        "summary": _summary(runs),
+        "networks": networks,
+    }
+
+
+def _ms(x: float | None) -> str:
+    """Seconds as a right-aligned millisecond cell."""
+    return "—" if x is None else f"{x * 1e3:.1f}"
+
+
+def format_speed_table(result: dict[str, Any]) -> str:
+    """Text report: per image, per quality stages (wall and CPU), then networks vs targets."""
+    cfg, m = result["config"], result["machine"]
+    requested = cfg["model_requested"]
+    lines = [
+        f"semcodec speed — model {cfg['model']}"
+        + (f" (requested {requested})" if cfg["model"] != requested else "")
+        + f", {cfg['threads']} threads, median of {cfg['repeats']} after a warm-up",
+        f"machine: {m['cpu']}, {m['usable_cpus']} usable CPUs, {m['ram_gib']} GiB RAM, "
+        f"load average {m['loadavg']} → {m.get('loadavg_after')}",
+        "times in ms: wall clock, and CPU (process time, all threads; robust to a busy machine)",
+    ]
+    if cfg.get("model_note"):
+        lines.append(f"note: {cfg['model_note']}")
+    lines += [f"warning: {w}" for w in result.get("warnings", [])]
+    hdr = (
+        f"{'image':<12}{'q':>4}{'size':>10}{'bpp':>8}{'load':>8}{'enc':>9}{'enc cpu':>9}"
+        f"{'dec':>9}{'dec cpu':>9}{'peak MiB':>10}"
+    )
+    lines += ["", hdr, "-" * len(hdr)]
+    for r in result["runs"]:
+        if r.get("error"):
+            lines.append(f"{r['image']:<12}{r['quality']:>4}  error: {r['error']}")
+            continue
+        size = f"{r['width']}x{r['height']}"
+        lines.append(
+            f"{r['image']:<12}{r['quality']:>4}{size:>10}{r['bpp']:>8.4f}"
+            f"{_ms(r['model_load_s']):>8}{_ms(r['encode_s']):>9}{_ms(r.get('encode_cpu_s')):>9}"
+            f"{_ms(r['decode_s']):>9}{_ms(r.get('decode_cpu_s')):>9}"
+            f"{r['peak_rss_mib'] or 0:>10.0f}"
+        )
+        if r.get("unhooked"):
+            lines.append(f"  (not timed separately: {', '.join(r['unhooked'])})")
+    for q, s in result["summary"].items():
+        lines += [
+            "",
+            f"quality {q}: mean over {s['n']} image(s); peak RSS {s['peak_rss_mib']} MiB, model "
+            f"load {_ms(s['model_load_s'])} ms, imports {_ms(s['import_s'])} ms",
+        ]
+        h2 = f"  {'stage':<18}{'encode':>10}{'enc cpu':>10}{'decode':>10}{'dec cpu':>10}"
+        lines += [h2, "  " + "-" * (len(h2) - 2)]
+        for stage in dict.fromkeys((*ENCODE_STAGES, *DECODE_STAGES)):
+            enc = stage in ENCODE_STAGES
+            dec = stage in DECODE_STAGES
+            cells = (
+                s["encode_stages"][stage] if enc else None,
+                s.get("encode_stages_cpu", {}).get(stage) if enc else None,
+                s["decode_stages"][stage] if dec else None,
+                s.get("decode_stages_cpu", {}).get(stage) if dec else None,
+            )
+            lines.append(f"  {stage:<18}" + "".join(f"{_ms(c):>10}" for c in cells))
+        totals = (s["encode_s"], s.get("encode_cpu_s"), s["decode_s"], s.get("decode_cpu_s"))
+        lines.append(f"  {'total':<18}" + "".join(f"{_ms(c):>10}" for c in totals))
+    for net in result["networks"]:
+        lines.append("")
+        if net.get("error"):
+            lines.append(f"networks alone, {net['label']}: error: {net['error']}")
+            continue
+        w, h = net["size"]
+        lines.append(
+            f"networks alone, {net['label']} ({net['weights']}), {w}x{h}, {net['threads']} "
+            f"threads, peak RSS {net.get('peak_rss_mib')} MiB — ms"
+        )
+        h3 = (
+            f"  {'network':<14}{'fp32':>9}{'cpu':>9}{'bf16':>9}{'cpu':>9}{'codec uses':>12}"
+            f"{'target':>8}  verdict (wall clock)"
+        )
+        lines += [h3, "  " + "-" * (len(h3) - 2)]
+        cpu = net.get("cpu_seconds") or {}
+        for name, secs in net["seconds"].items():
+            t = net.get("targets", {}).get(name)
+            tgt = _ms(t["target_s"]) if t else ""
+            verdict = ""
+            if t:
+                verdict = "meets" if t["meets"] else "MISSES"
+                if t.get("meets_cpu") is not None and t["meets_cpu"] != t["meets"]:
+                    verdict += f" (CPU time: {'meets' if t['meets_cpu'] else 'MISSES'})"
+            c = cpu.get(name, {})
+            lines.append(
+                f"  {name:<14}{_ms(secs['fp32']):>9}{_ms(c.get('fp32')):>9}"
+                f"{_ms(secs['bf16']):>9}{_ms(c.get('bf16')):>9}"
+                f"{CODEC_PRECISION[name]:>12}{tgt:>8}  {verdict}"
+            )
+    return "\n".join(lines)
+
+
+def _parse_size(text: str) -> tuple[int, int]:
+    """'768x512' → (768, 512), both multiples of 8 (the networks' stride)."""
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WxH, got {text!r}") from None
+    if w <= 0 or h <= 0 or w % 8 or h % 8:
+        raise argparse.ArgumentTypeError(f"size must be positive multiples of 8, got {text!r}")
+    return w, h
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Command-line options (the Makefile's bench-speed target uses the defaults)."""
+    p = argparse.ArgumentParser(
+        prog="python -m semcodec.bench.speed",
+        description="semcodec speed: encode/decode seconds, per stage, peak memory, networks alone.",
+    )
+    p.add_argument("--images", type=Path, required=True, help="directory of test images")
+    p.add_argument("--model", default="default", help="model name (tiny if no default weights)")
+    p.add_argument("--limit", type=int, default=None, help="use the first N images")
+    p.add_argument(
+        "--qualities",
+        default="0,50",
+        type=lambda s: [int(v) for v in s.split(",") if v.strip()],
+        help="comma-separated qualities (0 = base layer only) [0,50]",
+    )
+    p.add_argument("--threads", type=int, default=2, help="torch threads [2]")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs after a warm-up [3]")
+    p.add_argument("--residual", default="avif", help="residual backend [avif]")
+    p.add_argument("--net-size", type=_parse_size, default=(768, 512), help="WxH [768x512]")
+    p.add_argument("--no-nets", action="store_true", help="skip the networks-alone check")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per child process")
+    p.add_argument("--out", type=Path, default=Path("bench-out/speed.json"), help="result JSON")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: measure, print the table, write the JSON."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        return _worker_main(argv[1], argv[2])
+    args = _parser().parse_args(argv)
+    if not args.images.is_dir():
+        print(f"error: {args.images} is not a directory", file=sys.stderr)
+        return 2
+    images = _list_images(args.images, args.limit)
+    if not images:
+        print(f"error: no images in {args.images}", file=sys.stderr)
+        return 2
+    if args.threads < 1 or args.repeats < 1 or not args.qualities:
+        print("error: --threads and --repeats must be >= 1, --qualities non-empty", file=sys.stderr)
+        return 2
+    result = run_speed(
+        images,
+        model=args.model,
+        qualities=args.qualities,
+        threads=args.threads,
+        repeats=args.repeats,
+        residual=args.residual,
+        net_size=args.net_size,
+        nets=not args.no_nets,
+        timeout_s=args.timeout,
+    )
+    print(format_speed_table(result))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    failed = [r for r in (*result["runs"], *result["networks"]) if r.get("error")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

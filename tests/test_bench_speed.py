@@ -1,0 +1,143 @@
+"""Tests for the speed benchmark: the table and JSON on the tiny model, and its bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from semcodec.bench import speed
+
+
+def _image(d: Path, w: int = 48, h: int = 40) -> Path:
+    """One small generated image (not a multiple of 8, so padding is exercised)."""
+    y, x = np.mgrid[0:h, 0:w]
+    rgb = np.stack([x * 5 % 256, y * 6 % 256, (x + y) * 3 % 256], -1).astype(np.uint8)
+    d.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rgb).save(d / "gen.png")
+    return d / "gen.png"
+
+
+def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
+    _image(tmp_path / "imgs")
+    out = tmp_path / "speed.json"
+    cmd = [sys.executable, "-m", "semcodec.bench.speed", "--images", str(tmp_path / "imgs"),
+           "--model", "tiny", "--qualities", "0,30", "--threads", "1", "--repeats", "2",
+           "--net-size", "64x48", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    res = json.loads(out.read_text())
+    assert res["schema"] == speed.SCHEMA
+    assert res["config"]["model"] == "tiny" and res["config"]["model_note"] is None
+    assert {"cpu", "usable_cpus", "ram_gib", "loadavg"} <= set(res["machine"])
+    assert res["versions"]["torch"] and res["versions"]["pillow"]
+    assert [(r["image"], r["quality"]) for r in res["runs"]] == [("gen", 0), ("gen", 30)]
+    for r in res["runs"]:
+        assert r["error"] is None and (r["width"], r["height"]) == (48, 40)
+        assert len(r["encode_runs"]) == 2 and r["encode_s"] == pytest.approx(
+            float(np.median(r["encode_runs"])), abs=1e-5
+        )
+        assert set(r["encode_stages"]) == set(speed.ENCODE_STAGES)
+        assert set(r["decode_stages"]) == set(speed.DECODE_STAGES)
+        assert r["encode_stages"]["segmentation"] > 0 and r["decode_stages"]["generator"] > 0
+        assert r["model_load_s"] > 0 and r["import_s"] > 0
+        assert r["unhooked"] == []  # every stage hook found in semcodec.codec
+        assert r["encode_cpu_s"] > 0 and set(r["encode_stages_cpu"]) == set(speed.ENCODE_STAGES)
+        # a light parent: the child's peak is its own (torch alone is > 100 MiB)
+        assert r["peak_rss_mib"] >= r["rss_after_load_mib"] > 50
+        assert sum(r["layer_bytes"].values()) <= r["bytes"]
+    q0, q30 = res["runs"]
+    assert q0["encode_stages"]["residual_coding"] == 0 and "residual" not in q0["layer_bytes"]
+    assert q0["encode_stages"]["generator"] == 0  # no residual: the encoder skips the generator
+    assert q30["encode_stages"]["residual_coding"] > 0 and q30["encode_stages"]["generator"] > 0
+    assert set(res["summary"]) == {"0", "30"} and res["summary"]["0"]["n"] == 1
+    (net,) = res["networks"]
+    assert net["error"] is None and net["size"] == [64, 48] and net["threads"] == 1
+    assert (
+        set(net["seconds"]) == set(net["cpu_seconds"]) == {"segmentation", "compnet", "generator"}
+    )
+    assert all(set(v) == {"fp32", "bf16"} for v in net["seconds"].values())
+    assert net["targets"]["segmentation"]["codec_precision"] == "bf16"
+    assert net["targets"]["generator"]["codec_precision"] == "fp32"
+    table = proc.stdout
+    assert "model tiny" in table and "segmentation" in table and "networks alone" in table
+    assert "quality 30" in table and "residual_coding" in table
+
+
+def _fake_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """What a worker returns, without starting one."""
+    if spec["kind"] == "nets":
+        secs = {"segmentation": {"fp32": 2.0, "bf16": 1.2}, "compnet": {"fp32": 0.3, "bf16": 0.2},
+                "generator": {"fp32": 0.6, "bf16": 0.4}}  # fmt: skip
+        cpu = {"generator": {"fp32": 0.45}} if spec["arch"] else {}
+        weights = "random weights, speed only" if spec["arch"] else "weights as loaded"
+        return {"label": spec["label"], "model": spec["model"], "arch": spec["arch"],
+                "weights": weights, "size": spec["size"], "threads": spec["threads"],
+                "load_s": 0.1, "seconds": secs, "cpu_seconds": cpu, "error": None,
+                "peak_rss_mib": 300.0}  # fmt: skip
+    q = spec["quality"]
+    enc = {s: 0.01 for s in speed.ENCODE_STAGES}
+    dec = {s: 0.02 for s in speed.DECODE_STAGES}
+    return {"image": Path(spec["image"]).stem, "width": 8, "height": 8, "quality": q,
+            "bytes": 100, "bpp": 12.5, "layer_bytes": {}, "import_s": 1.0, "model_load_s": 0.5,
+            "rss_after_load_mib": 200.0, "encode_s": 0.09 + q, "decode_s": 0.12,
+            "encode_stages": enc, "decode_stages": dec, "encode_cpu_s": 0.08 + q,
+            "decode_cpu_s": 0.1, "encode_stages_cpu": enc, "decode_stages_cpu": dec,
+            "unhooked": [], "error": None, "peak_rss_mib": 250.0 + q}  # fmt: skip
+
+
+def test_fallback_to_tiny_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[dict[str, Any]] = []
+
+    def fake_spawn(spec: dict[str, Any], threads: int, timeout_s: float | None) -> dict:
+        specs.append(dict(spec))
+        return _fake_run(spec)
+
+    monkeypatch.setattr(speed, "_spawn", fake_spawn)
+    monkeypatch.setattr(speed, "default_weights_available", lambda: False)
+    img = _image(tmp_path / "imgs")
+    res = speed.run_speed([img, img], model="default", qualities=(0, 1), log=lambda s: None)
+    assert res["config"]["model"] == "tiny" and res["config"]["model_requested"] == "default"
+    assert "tiny" in res["config"]["model_note"]
+    assert {s["model"] for s in specs if s["kind"] == "codec"} == {"tiny"}
+    nets = [s for s in specs if s["kind"] == "nets"]
+    assert [(s["model"], s["arch"]) for s in nets] == [("tiny", None), ("default", "default")]
+    assert nets[0]["size"] == [768, 512] and nets[0]["threads"] == 2
+    s1 = res["summary"]["1"]
+    assert s1["n"] == 2 and s1["encode_s"] == pytest.approx(1.09) and s1["peak_rss_mib"] == 251
+    t = res["networks"][0]["targets"]
+    assert t["segmentation"] == {"target_s": 1.5, "codec_precision": "bf16", "seconds": 1.2,
+                                 "cpu_seconds": None, "meets": True, "meets_cpu": None}  # fmt: skip
+    assert t["generator"]["seconds"] == 0.6 and t["generator"]["meets"] is False
+    table = speed.format_speed_table(res)
+    assert "requested default" in table and "note: no trained default weights" in table
+    assert (
+        "MISSES" in table and "meets" in table and "default architecture (random weights" in table
+    )
+    assert "enc cpu" in table and "1090.0" in table  # quality 1 mean encode, ms
+    # busy machine: wall clock misses, CPU time meets; both are shown
+    g = res["networks"][1]["targets"]["generator"]
+    assert g["meets"] is False and g["meets_cpu"] is True
+    assert "MISSES (CPU time: meets)" in table
+    json.dumps(res)  # JSON-ready
+
+
+def test_stage_medians_and_busy_warning() -> None:
+    runs = [{"segmentation": 0.5, "compnet": 0.1}, {"segmentation": 0.7, "compnet": 0.1},
+            {"segmentation": 0.6, "compnet": 0.3}]  # fmt: skip
+    med = speed._stage_medians(runs, [1.0, 1.0, 1.0], ("segmentation", "compnet", "other"))
+    assert med == {"segmentation": 0.6, "compnet": 0.1, "other": pytest.approx(0.2)}
+    idle = {"loadavg": [0.1, 0.1, 0.1], "usable_cpus": 2}
+    busy = {"loadavg": [2.5, 2.0, 2.0], "usable_cpus": 2}
+    assert speed._busy_warning(idle, 2) == []
+    assert "inflated" in speed._busy_warning(busy, 2)[0]
+    # at the end of a run our own child is part of the load
+    assert speed._busy_warning({"loadavg": [2.0], "usable_cpus": 2}, 2, during=True) == []
+    with pytest.raises(SystemExit):
+        speed._parser().parse_args(["--images", ".", "--net-size", "770x512"])
