@@ -68,7 +68,7 @@ def msssim_scales(height: int, width: int, win_size: int = WIN_SIZE) -> int:
 
 def _to_tensor(a: np.ndarray) -> torch.Tensor:
     """(H, W, 3) uint8 → (1, 3, H, W) float32 in [0, 255], the layout pytorch-msssim wants."""
-    return torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1).unsqueeze(0).float()
+    return torch.from_numpy(np.array(a, dtype=np.float32)).permute(2, 0, 1).unsqueeze(0).float()
 
 
 def _ms_ssim_scales(x: torch.Tensor, y: torch.Tensor, weights: list[float]) -> float:
