@@ -11,7 +11,8 @@ The first input byte selects the target, the next bytes the sizes the decoder is
 
 The contract checked on every input: the decoder returns a result of exactly the requested shape,
 dtype and value range, or raises ``SemcodecError`` with a one-line message. Anything else (another
-exception type, a wrong shape, more than --case-timeout seconds, RSS growth over 1 GiB) is a
+exception type, a wrong shape, more than --case-timeout seconds, RSS growth over 1 GiB; oneDNN's
+kernel cache is capped at 64 shapes so that its growth is not mistaken for a leak) is a
 crash: atheris stops and writes the input under out/fuzz/; the random mode records it and goes on.
 Statistics go to out/fuzz/stats-<mode>.json. The helpers (``fix_crcs``, ``mutate``,
 ``seed_files``) are also used by tests/test_robustness.py, so this module imports no fuzzing
@@ -430,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--case-timeout", type=float, default=10)
     args, extra = p.parse_known_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # oneDNN caches compiled kernels per input shape (1024 by default, a few hundred KB each);
+    # fuzzed sizes fill that cache, whose growth would hide real leaks from -rss_limit_mb.
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
     import torch
 
     torch.set_num_threads(1)

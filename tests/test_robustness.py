@@ -30,7 +30,15 @@ from PIL import Image
 import semcodec
 from semcodec import container
 from semcodec.cli import cli
-from semcodec.codec import DEFAULT_TILING, Codec, Tiling, _pad_rgb, get_codec
+from semcodec.codec import (
+    DEFAULT_TILING,
+    Codec,
+    Tiling,
+    _pad_rgb,
+    _seg_backbones,
+    _seg_head,
+    get_codec,
+)
 from semcodec.errors import CorruptData, ModelError, SemcodecError
 from semcodec.imageio import load_image
 
@@ -474,11 +482,20 @@ def test_tiled_generator_is_exact(codec: Codec):
     assert np.abs(run(Tiling(64, 0, 0)).astype(int) - whole).max() > 10
 
 
+@pytest.mark.parametrize("bf16", [False, True])
+def test_split_segmentation_equals_the_network(codec: Codec, bf16: bool):
+    """Backbones + global head (tiled path) compute exactly SegNet.logits_lowres."""
+    seg = codec.bundle.seg
+    x = torch.rand(1, 3, 48, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        assert torch.equal(_seg_head(seg, *_seg_backbones(seg, x)), seg.logits_lowres(x))
+
+
 def test_tiled_pipeline_agrees_with_untiled(codec: Codec):
     """Small tiles on a small photo: no seams, and close to the untiled result (numbers printed).
 
     CompNet sees the same labels identically (its reach is < 64 px); the segmentation net's
-    recurrent layers see whole rows, so its tiled labels differ somewhat (random weights here).
+    recurrent head runs on the whole stitched map, so only its tiled backbones differ a little.
     """
     img = photo(200, 152)
     tiled = Codec("tiny", tiling=Tiling(64, 64, 0))
@@ -521,8 +538,9 @@ def test_tiled_pipeline_agrees_with_untiled(codec: Codec):
         "bytes tiled/untiled": len(dt) / len(du),
     }
     print("\ntiling:", {k: round(float(v), 3) for k, v in figures.items()})
-    assert label_agreement > 0.6
-    assert figures["full tiled vs untiled PSNR"] > 30
+    assert label_agreement > 0.98
+    assert figures["base tiled vs untiled PSNR"] > 30
+    assert figures["full tiled vs untiled PSNR"] > 35
     for where in ("seams", "interior"):
         tiled_db, untiled_db = (figures[f"full PSNR {where}, {k}"] for k in ("tiled", "untiled"))
         assert abs(tiled_db - untiled_db) < 0.5, where

@@ -12,13 +12,15 @@ exactly the same tiles and the encoder's residual is computed against the decode
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import math
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -35,9 +37,12 @@ from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
 from .models.compnet import dequantize, quantize
 from .zoo import ModelBundle, load_bundle
 
+T = TypeVar("T")
+
 DEFAULT_RESIDUAL = "avif"
 DEFAULT_QUALITY = 50
 MULTIPLE = 8  # the networks' common size multiple (CompNet stride 8, segmentation output stride 8)
+SEG_HEAD_MAX = 1 << 20  # map positions (64 Mpixel) up to which the segmentation head is global
 MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/8 needs 4 positions
 
 # A coded semantic map spends at least log2(2048/2047) bits per label (its most skewed adaptive
@@ -113,6 +118,7 @@ class DecodeResult:
     header: Header
     semantic_map: np.ndarray  # labels at 1/map_scale resolution
     layer_bytes: dict[str, int] = field(default_factory=dict)
+    base: np.ndarray | None = None  # generator output (H,W,3) before the residual, if asked for
 
 
 @dataclass
@@ -165,6 +171,56 @@ def _pil_pixel_limit(limits: Limits) -> Iterator[None]:
             Image.MAX_IMAGE_PIXELS = previous
 
 
+@contextlib.contextmanager
+def _single_thread(enabled: bool) -> Iterator[None]:
+    """Run the networks on one intra-op thread: oneDNN's float results (and so argmax labels,
+    quantised symbols and rounded pixels) change with the thread count, the files must not."""
+    previous = torch.get_num_threads()
+    if not enabled or previous == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _has_split_head(seg: torch.nn.Module) -> bool:
+    """Whether the segmentation net has the layout _seg_backbones/_seg_head rely on."""
+    names = ("backbone", "coord", "renet1", "renet2", "pyramid")
+    return all(hasattr(b, n) for b in (seg.rgb, seg.gray) for n in names) and hasattr(seg, "fusion")
+
+
+def _seg_backbones(seg: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """SegNet.logits_lowres up to the backbones: RGB and gray branch features at 1/8."""
+    gray = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand(-1, 3, -1, -1)
+    return seg.rgb.backbone((x - seg.mean) / seg.std), seg.gray.backbone(
+        (gray - seg.mean) / seg.std
+    )
+
+
+def _seg_head(seg: torch.nn.Module, rgb: torch.Tensor, gray: torch.Tensor) -> torch.Tensor:
+    """The rest of SegNet.logits_lowres: each branch's ReNet head and pyramid, then the fusion."""
+
+    def head(branch: torch.nn.Module, f: torch.Tensor) -> torch.Tensor:
+        f = branch.renet1(branch.coord(f))
+        return branch.pyramid(branch.renet2(branch.coord(f)))
+
+    return seg.fusion[0] * head(seg.rgb, rgb) + seg.fusion[1] * head(seg.gray, gray)
+
+
+def _pinned(method: Callable[..., T]) -> Callable[..., T]:
+    """Run a network method of Codec under _single_thread(self.deterministic)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Codec, *args, **kwargs) -> T:
+        with _single_thread(self.deterministic):
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 def _resolve_model(model: str) -> str:
     """Refuse model names that are neither registered nor a '.pt' weights file, e.g. '/proc/kcore'."""
     if model in zoo.REGISTRY:
@@ -185,8 +241,12 @@ class Codec:
         bf16: bool = True,
         limits: Limits | None = None,
         tiling: Tiling | None = None,
+        deterministic: bool = True,
     ):
+        """deterministic=False lets the networks use torch's thread count: faster on many cores,
+        but files and decoded pixels may then differ between thread counts (see robustness.md)."""
         self.bundle: ModelBundle = load_bundle(_resolve_model(model))
+        self.deterministic = deterministic
         self.bf16 = bf16
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING
@@ -198,23 +258,49 @@ class Codec:
 
     # ----- encoder -------------------------------------------------------------------------
     @torch.no_grad()
+    @_pinned
     def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
-        """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image, tile by tile."""
+        """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image.
+
+        Tiled images: the convolutional backbones run tile by tile, but the recurrent head (ReNet
+        GRUs sweeping whole rows and columns, coordinate channels) runs once on the stitched
+        1/8-resolution features, as in an untiled run, so labels do not change at tile borders.
+        Above SEG_HEAD_MAX map positions the whole network runs per tile (bounded memory).
+        """
         ph, pw = rgb.shape[:2]
-        labels = np.empty((ph // MULTIPLE, pw // MULTIPLE), np.uint8)
-        for r in self.tiling.regions(ph, pw):
-            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
-            with _bf16(self.bf16):
-                logits = self.bundle.seg.logits_lowres(
-                    _to_tensor(
-                        rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE]
-                    )
+        mh, mw = ph // MULTIPLE, pw // MULTIPLE
+        regions = self.tiling.regions(ph, pw)
+        seg = self.bundle.seg
+        if len(regions) == 1 or mh * mw > SEG_HEAD_MAX or not _has_split_head(seg):
+            labels = np.empty((mh, mw), np.uint8)
+            for r in regions:
+                (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
+                x = _to_tensor(
+                    rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE]
                 )
-            lab = logits.float()[0].argmax(0).numpy().astype(np.uint8)
-            labels[y0:y1, x0:x1] = lab[y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
-        return labels
+                with _bf16(self.bf16):
+                    logits = seg.logits_lowres(x)
+                lab = logits.float()[0].argmax(0).numpy().astype(np.uint8)
+                labels[y0:y1, x0:x1] = lab[y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
+            return labels
+        feats: list[torch.Tensor] = []
+        for r in regions:
+            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
+            x = _to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
+            with _bf16(self.bf16):
+                parts = _seg_backbones(seg, x)
+            if not feats:
+                feats = [torch.empty((1, f.shape[1], mh, mw), dtype=f.dtype) for f in parts]
+            for whole, f in zip(feats, parts, strict=True):
+                whole[:, :, y0:y1, x0:x1] = f[:, :, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
+            del parts
+        with _bf16(self.bf16):
+            logits = _seg_head(seg, *feats)
+        del feats
+        return logits.float()[0].argmax(0).numpy().astype(np.uint8)
 
     @torch.no_grad()
+    @_pinned
     def compact(self, rgb: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map, tile by tile."""
         ph, pw = rgb.shape[:2]
@@ -231,6 +317,7 @@ class Codec:
         return symbols
 
     @torch.no_grad()
+    @_pinned
     def reconstruct(
         self, symbols: np.ndarray, labels: np.ndarray, crop: tuple[int, int]
     ) -> np.ndarray:
@@ -366,8 +453,11 @@ class Codec:
                 f"semantic map layer of {len(smap)} bytes is too short for {size} (needs >= {need})"
             )
 
-    def decode(self, data: bytes, layer: str = "full") -> DecodeResult:
-        """Decode a .sem file; layer='base' skips the residual (the GAN reconstruction only)."""
+    def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
+        """Decode a .sem file; layer='base' skips the residual (the GAN reconstruction only).
+
+        keep_base also returns the generator output before the residual (one decode, both layers).
+        """
         if layer not in ("full", "base"):
             raise ValueError(f"layer must be 'full' or 'base', got {layer!r}")
         clock = _Clock(self.timings, self.cpu_timings)
@@ -382,7 +472,7 @@ class Codec:
         c = self.bundle.comp.cfg.out_channels
         symbols = decode_compact(layers[LayerKind.COMPACT], (c, mh, mw), self.bundle.compact_table)
         clock("compact_coder")
-        out = self.reconstruct(symbols, labels, (h, w))
+        out = base = self.reconstruct(symbols, labels, (h, w))
         clock("generator")
         if layer == "full" and header.residual_backend:
             backend = backend_by_code(header.residual_backend)
@@ -395,7 +485,7 @@ class Codec:
         img = _assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
         clock("assemble")
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
-        return DecodeResult(img, header, labels, sizes)
+        return DecodeResult(img, header, labels, sizes, base if keep_base else None)
 
 
 class _Clock:
