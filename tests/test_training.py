@@ -202,3 +202,18 @@ def test_codec_ddp_two_processes(tmp_path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     state = torch.load(tmp_path / "codec" / "codec-checkpoint.pt", weights_only=True)
     assert state["step"] == 2 and "nets" in state and "disc" in state
+
+
+def test_resume_resets_the_optimiser_when_the_loss_recipe_changes() -> None:
+    """Adam moments of another loss make oversized steps (the first GAN phase collapsed so)."""
+    import json
+    from dataclasses import asdict
+
+    from semcodec.losses import LossWeights
+    from semcodec.train.codec import CodecTrainConfig, recipe_changed
+
+    distortion = CodecTrainConfig(weights=LossWeights(gan=0, feature_matching=0, perceptual=0))
+    saved = json.dumps(asdict(distortion))
+    assert not recipe_changed(saved, CodecTrainConfig(weights=distortion.weights, lr=1e-5))
+    assert recipe_changed(saved, CodecTrainConfig(weights=LossWeights(gan=0.02)))
+    assert recipe_changed(None, distortion)

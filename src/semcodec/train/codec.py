@@ -204,13 +204,16 @@ def train_codec(
     if state is not None:
         nets.load_state_dict(state["nets"])
         disc.load_state_dict(state["disc"])
-        if len(state["opt_g"]["param_groups"]) == len(opt_g.param_groups):
+        same_recipe = not recipe_changed(state.get("config"), cfg)
+        if same_recipe and len(state["opt_g"]["param_groups"]) == len(opt_g.param_groups):
             opt_g.load_state_dict(state["opt_g"])
+            opt_d.load_state_dict(state["opt_d"])
             for group, lr in zip(opt_g.param_groups, (cfg.lr, cfg.lr_context), strict=True):
-                group["lr"], group["betas"] = lr, betas  # the recipe of this run wins
-        opt_d.load_state_dict(state["opt_d"])
-        for group in opt_d.param_groups:
-            group["lr"], group["betas"] = cfg.lr, betas
+                group["lr"], group["betas"] = lr, betas
+            for group in opt_d.param_groups:
+                group["lr"], group["betas"] = cfg.lr, betas
+        elif rank == 0:
+            print("loss recipe changed since the checkpoint: optimiser state reset", flush=True)
         step, hours = int(state["step"]), float(state.get("hours", 0.0))
     start_step = step
     g_model = DDP(nets) if world > 1 else nets
@@ -270,6 +273,20 @@ def train_codec(
             last_save = time.time()
     cleanup_distributed()
     return nets
+
+
+def recipe_changed(saved_config: str | None, cfg: CodecTrainConfig) -> bool:
+    """Whether the loss weights differ from the checkpoint's.
+
+    Adam's second moments then describe gradients of another loss: new terms with gradients
+    far larger than the old ones get steps of many times the learning rate until those moments
+    catch up (with beta1 = 0.5 up to about 16x), which is what wrecked the first GAN phase
+    (PSNR 25 -> 7 dB within 20 steps). A fresh optimiser plus the warm-up avoids that.
+    """
+    if not saved_config:
+        return True
+    saved = json.loads(saved_config).get("weights", {})
+    return saved != asdict(cfg.weights)
 
 
 def _seg_state(path: Path) -> dict[str, torch.Tensor]:
