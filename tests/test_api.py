@@ -157,3 +157,14 @@ def test_decode_refuses_wrong_model():
     data = semcodec.encode(_rgb(), quality=0, **TINY)
     with pytest.raises(semcodec.errors.SemcodecError):
         semcodec.decode(data, model="no-such-model")
+
+
+def test_analyse_once_then_finish_equals_plain_encodes():
+    """Rate control reuses one analysis: every quality must give the file a full encode gives."""
+    codec = semcodec.codec.get_codec("tiny")
+    img = _rgb(2).convert("RGBA")
+    analysis = codec.analyse(img)
+    for q in (0, 30, 0, 90):  # base only, residual, and again after the generator ran
+        assert codec.finish(analysis, q, "native")[0] == codec.encode(img, q, "native")
+    with pytest.raises(ValueError):
+        codec.finish(analysis, 101)

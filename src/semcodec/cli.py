@@ -525,10 +525,11 @@ def _encode_work(task: _EncodeTask) -> _Outcome:
     image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
     residual = task.residual or DEFAULT_RESIDUAL
     stats_by_quality = {}
+    analysis = codec.analyse(image)  # networks run once, however many qualities are tried
 
     def encode(quality: int) -> bytes:
         """One encode, keeping its per-layer stats for the report."""
-        data, stats = codec.encode_with_stats(image, quality, residual)
+        data, stats = codec.finish(analysis, quality, residual)
         stats_by_quality[quality] = stats
         return data
 

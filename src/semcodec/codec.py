@@ -129,6 +129,25 @@ class EncodeStats:
     total_bytes: int
 
 
+@dataclass
+class Analysis:
+    """The quality-independent part of an encode (``Codec.analyse``), reusable across qualities."""
+
+    img: LoadedImage
+    labels: np.ndarray
+    symbols: np.ndarray
+    layers: dict[LayerKind, bytes]  # semantic map and compact payloads
+    timings: dict[str, float]
+    cpu_timings: dict[str, float]
+    reconstruction: np.ndarray | None = None  # the generator's output, made on first need
+
+
+def _check_quality(quality: int) -> None:
+    """Qualities are 0 (base layer only) to 100."""
+    if not 0 <= int(quality) <= 100:
+        raise ValueError(f"quality must be 0..100, got {quality}")
+
+
 def _pad_rgb(rgb: np.ndarray) -> np.ndarray:
     """Edge-pad (H,W,3) uint8 to the networks' size multiple (cropped back after decoding)."""
     h, w = rgb.shape[:2]
@@ -356,8 +375,15 @@ class Codec:
         self, image, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
     ) -> tuple[bytes, EncodeStats]:
         """Encode and report bytes per layer."""
-        if not 0 <= int(quality) <= 100:
-            raise ValueError(f"quality must be 0..100, got {quality}")
+        _check_quality(quality)
+        return self.finish(self.analyse(image), quality, residual)
+
+    def analyse(self, image) -> Analysis:
+        """Run what every quality shares (map, compact layer, their payloads) once.
+
+        Rate control encodes one image at several qualities: with an Analysis the networks run
+        once and each further quality costs only the residual coder (``finish``).
+        """
         clock = _Clock(self.timings, self.cpu_timings)
         img = self._load(image)
         clock("load")
@@ -375,12 +401,29 @@ class Codec:
         clock("map_coder")
         layers[LayerKind.COMPACT] = encode_compact(symbols, self.bundle.compact_table)
         clock("compact_coder")
+        return Analysis(img, labels, symbols, layers, dict(self.timings), dict(self.cpu_timings))
+
+    def finish(
+        self, analysis: Analysis, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
+    ) -> tuple[bytes, EncodeStats]:
+        """The .sem file of an analysed image at one quality (residual, alpha, container)."""
+        _check_quality(quality)
+        clock = _Clock(self.timings, self.cpu_timings)
+        self.timings.update(analysis.timings)  # a file's stage times include the shared stages
+        self.cpu_timings.update(analysis.cpu_timings)
+        img = analysis.img
+        h, w = img.rgb.shape[:2]
+        layers = dict(analysis.layers)
         backend_code = 0
         if quality > 0:
             backend = get_backend(residual)
-            res = img.rgb.astype(np.int16)
-            res -= self.reconstruct(symbols, labels, (h, w))
+            if analysis.reconstruction is None:
+                analysis.reconstruction = self.reconstruct(
+                    analysis.symbols, analysis.labels, (h, w)
+                )
             clock("generator")
+            res = img.rgb.astype(np.int16)
+            res -= analysis.reconstruction
             layers[LayerKind.RESIDUAL] = backend.encode(res, int(quality))
             clock("residual")
             backend_code = backend.code
