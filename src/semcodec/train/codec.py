@@ -253,7 +253,7 @@ def train_codec(
             opt_d.zero_grad(set_to_none=True)
             ld.backward()
             opt_d.step()
-            logs["d"] = float(ld)
+            logs["d"] = float(ld.detach())
         step += 1
         seen += cfg.batch * world
         shown = {k: v for k, v in logs.items() if isinstance(v, float)}
