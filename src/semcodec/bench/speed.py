@@ -12,11 +12,9 @@ so a heavy parent would inflate every child's figure.
 
 Per configuration the child reports the import and model-loading times separately, then the
 median over ``--repeats`` runs (after one warm-up) of a whole ``Codec.encode_with_stats`` and
-``Codec.decode``, and of each stage inside them.  Stages are timed by wrapping the Codec's
-methods and the entropy coders it calls (``semantic_map``, ``compact``, ``reconstruct``,
-``encode_map``/``decode_map``, ``encode_compact``/``decode_compact``, the residual backend,
-``container.pack``/``unpack``) in the child only; ``codec.py`` is not modified.  ``other`` is
-the end-to-end time minus the timed stages (tensor conversion, padding, argmax, assembly).
+``Codec.decode``, and of each stage inside them.  Stage times come from the Codec's own stage
+clock (``Codec.timings`` / ``cpu_timings``), renamed to this report's stages.  ``other`` is
+the end-to-end time minus the timed stages (alpha coding, output assembly).
 
 The networks-alone check times the segmentation network (``logits_lowres``), CompNet and the
 generator on a 768×512 input in fp32 and bf16 autocast, against the targets of the speed
@@ -39,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -220,89 +218,38 @@ def _wait(proc: subprocess.Popen, timeout_s: float | None) -> tuple[int | None, 
         time.sleep(0.05)
 
 
-class _Timers:
-    """Accumulated wall and CPU seconds per stage within one encode or decode call."""
-
-    def __init__(self) -> None:
-        self.acc: dict[str, float] = {}
-        self.cpu: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        """Time a block and add it to ``stage`` (a stage may run more than once per call)."""
-        t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            yield
-        finally:
-            self.acc[stage] = self.acc.get(stage, 0.0) + time.perf_counter() - t0
-            self.cpu[stage] = self.cpu.get(stage, 0.0) + time.process_time() - c0
-
-    def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` with its time billed to ``stage``."""
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            with self(stage):
-                return fn(*args, **kwargs)
-
-        return timed
-
-    def take(self) -> tuple[dict[str, float], dict[str, float]]:
-        """The accumulated (wall, CPU) times, reset for the next call."""
-        out = (self.acc, self.cpu)
-        self.acc, self.cpu = {}, {}
-        return out
+# Codec's own stage clock (Codec.timings / cpu_timings) -> the stage names of this report;
+# stages not listed (alpha, assemble) count as "other".
+_CODEC_STAGES: dict[str, str] = {
+    "load": "input",
+    "segment": "segmentation",
+    "compnet": "compnet",
+    "map_coder": "map_coding",
+    "compact_coder": "compact_coding",
+    "generator": "generator",
+    "residual": "residual_coding",
+    "pack": "container",
+    "unpack": "container",
+}
+_UNREPORTED = {"alpha", "assemble"}
 
 
-class _TimedBackend:
-    """A residual backend whose encode/decode bill ``residual_coding``."""
+def _stages(codec: Any, unknown: set[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """The last encode's or decode's (wall, CPU) seconds per report stage, from the Codec.
 
-    def __init__(self, inner: Any, timers: _Timers) -> None:
-        self._inner = inner
-        self.encode = timers.wrap("residual_coding", inner.encode)
-        self.decode = timers.wrap("residual_coding", inner.decode)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-def _instrument(codec: Any, cm: Any, timers: _Timers) -> list[str]:
-    """Wrap the Codec's stages and the coders semcodec.codec calls (this process only).
-
-    Returns the hooks that were not found (the codec changed): their time lands in ``other``.
+    Stage names the mapping does not know (the codec changed) are collected in ``unknown``;
+    their time lands in ``other``.
     """
-    missing: list[str] = []
-
-    def hook(obj: Any, name: str, stage: str, label: str) -> None:
-        fn = getattr(obj, name, None)
-        if fn is None:
-            missing.append(label)
-        else:
-            setattr(obj, name, timers.wrap(stage, fn))
-
-    for name, stage in (
-        ("_load", "input"),
-        ("semantic_map", "segmentation"),
-        ("compact", "compnet"),
-        ("reconstruct", "generator"),
-    ):
-        hook(codec, name, stage, f"Codec.{name}")
-    for name, stage in (
-        ("encode_map", "map_coding"),
-        ("decode_map", "map_coding"),
-        ("encode_compact", "compact_coding"),
-        ("decode_compact", "compact_coding"),
-    ):
-        hook(cm, name, stage, f"semcodec.codec.{name}")
-    for name in ("get_backend", "backend_by_code"):
-        lookup = getattr(cm, name, None)
-        if lookup is None:
-            missing.append(f"semcodec.codec.{name}")
-        else:
-            setattr(cm, name, lambda key, _f=lookup: _TimedBackend(_f(key), timers))
-    container = getattr(cm, "container", None)
-    for name in ("pack", "unpack"):
-        hook(container, name, "container", f"container.{name}")
-    return missing
+    out: tuple[dict[str, float], dict[str, float]] = ({}, {})
+    for src, dst in ((codec.timings, out[0]), (codec.cpu_timings, out[1])):
+        for name, t in src.items():
+            stage = _CODEC_STAGES.get(name)
+            if stage is None:
+                if name not in _UNREPORTED:
+                    unknown.add(name)
+                continue
+            dst[stage] = dst.get(stage, 0.0) + t
+    return out
 
 
 def _median(xs: Sequence[float]) -> float:
@@ -335,12 +282,10 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
     rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with Image.open(spec["image"]) as im:
         rgb = np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
-    timers = _Timers()
-    missing = _instrument(codec, cm, timers)
+    unknown: set[str] = set()
     q, residual = int(spec["quality"]), spec["residual"]
     data, stats = codec.encode_with_stats(rgb, quality=q, residual=residual)  # warm-up
     codec.decode(data)
-    timers.take()
     enc_t: list[float] = []
     dec_t: list[float] = []
     enc_c: list[float] = []
@@ -353,12 +298,12 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
         a, ac = time.perf_counter(), time.process_time()
         data, stats = codec.encode_with_stats(rgb, quality=q, residual=residual)
         b, bc = time.perf_counter(), time.process_time()
-        wall, cpu = timers.take()
+        wall, cpu = _stages(codec, unknown)
         enc_st.append(wall)
         enc_sc.append(cpu)
         codec.decode(data)
         c, cc = time.perf_counter(), time.process_time()
-        wall, cpu = timers.take()
+        wall, cpu = _stages(codec, unknown)
         dec_st.append(wall)
         dec_sc.append(cpu)
         enc_t.append(b - a)
@@ -387,7 +332,7 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
         "decode_cpu_s": round(_median(dec_c), 6),
         "encode_stages_cpu": _stage_medians(enc_sc, enc_c, ENCODE_STAGES),
         "decode_stages_cpu": _stage_medians(dec_sc, dec_c, DECODE_STAGES),
-        "unhooked": missing,
+        "unhooked": sorted(unknown),
         "threads": torch.get_num_threads(),
         "error": None,
     }
