@@ -549,6 +549,11 @@ def _fmt(x: Any, spec: str) -> str:
     return "—" if x is None else format(x, spec)
 
 
+def _bd_rates(entry: Mapping[str, Any]) -> list[str]:
+    """BD-rates of one codec in table order: PSNR cubic, PSNR pchip, MS-SSIM dB cubic, pchip."""
+    return [_fmt(entry[mt][md]["bd_rate"], "+.1f") for mt in METRICS for md in METHODS]
+
+
 def format_table(result: Mapping[str, Any]) -> str:
     """Human-readable summary: per-setting means, then BD-rates against the anchor."""
     lines: list[str] = []
@@ -595,12 +600,8 @@ def format_table(result: Mapping[str, Any]) -> str:
         if "psnr" not in e:
             lines.append(f"{codec:<14}{rng_s:>16}")
             continue
-        p, m = e["psnr"], e["msssim_db"]
-        lines.append(
-            f"{codec:<14}{rng_s:>16}{_fmt(p['cubic']['bd_rate'], '+.1f'):>12}"
-            f"{_fmt(p['pchip']['bd_rate'], '+.1f'):>9}{_fmt(m['cubic']['bd_rate'], '+.1f'):>18}"
-            f"{_fmt(m['pchip']['bd_rate'], '+.1f'):>9}"
-        )
+        pc, pp, mc, mp = _bd_rates(e)
+        lines.append(f"{codec:<14}{rng_s:>16}{pc:>12}{pp:>9}{mc:>18}{mp:>9}")
         for metric in METRICS:
             for method in METHODS:
                 why = e[metric][method]["reason"]
@@ -643,12 +644,9 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
             tag = "anchor" if codec == bd["anchor"] else "—"
             lines.append(f"| {codec} | {rng_s} | {tag} | | | | |")
             continue
-        p, m = e["psnr"], e["msssim_db"]
-        lines.append(
-            f"| {codec} | {rng_s} | {_fmt(p['cubic']['bd_rate'], '+.1f')} "
-            f"| {_fmt(p['pchip']['bd_rate'], '+.1f')} | {_fmt(m['cubic']['bd_rate'], '+.1f')} "
-            f"| {_fmt(m['pchip']['bd_rate'], '+.1f')} | {_fmt(p['cubic']['bd_dist'], '+.2f')} |"
-        )
+        rates = " | ".join(_bd_rates(e))
+        bd_psnr = _fmt(e["psnr"]["cubic"]["bd_dist"], "+.2f")
+        lines.append(f"| {codec} | {rng_s} | {rates} | {bd_psnr} |")
         whys = {e[mt][md]["reason"] for mt in METRICS for md in METHODS} - {None}
         notes += [f"{codec}: {w}" for w in sorted(whys)]
     for name, info in result.get("codecs", {}).items():
