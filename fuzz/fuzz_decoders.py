@@ -432,6 +432,14 @@ def run_atheris(seconds: float, case_timeout: float, extra: list[str]) -> int:
     return 0
 
 
+def _artifacts() -> set[str]:
+    """Inputs libFuzzer wrote under out/fuzz/ (crash-, oom-, timeout-, leak-, slow-unit-...)."""
+    kinds = ("crash-", "oom-", "timeout-", "leak-", "slow-unit-")
+    if not OUT.is_dir():
+        return set()
+    return {p.name for p in OUT.iterdir() if p.is_file() and p.name.startswith(kinds)}
+
+
 def run_chunks(seconds: float, chunk: float, case_timeout: float, extra: list[str]) -> int:
     """A long atheris run as consecutive fresh processes sharing one corpus.
 
@@ -440,11 +448,12 @@ def run_chunks(seconds: float, chunk: float, case_timeout: float, extra: list[st
     report after about 150,000 inputs; chunks keep every process far below that while the
     corpus carries the coverage over. Totals go to out/fuzz/stats-atheris-total.json.
     """
-    total: dict = {"chunks": 0, "cases": 0, "seconds": 0.0, "per_target": {}, "max_rss_mib": 0.0}
+    total: dict = {"chunks": 0, "cases": 0, "seconds": 0.0, "per_target": {}, "max_rss_mib": 0.0,
+                   "artifacts": []}  # fmt: skip
     deadline = time.monotonic() + seconds
     rc = 0
     while (left := deadline - time.monotonic()) > 5:
-        before = {p.name for p in OUT.glob("*-*") if p.is_file()}
+        before = _artifacts()
         cmd = [sys.executable, __file__, "--mode", "atheris", "--chunk-seconds", "0",
                "--seconds", str(int(min(chunk, left))), "--case-timeout", str(case_timeout),
                *extra]  # fmt: skip
@@ -462,8 +471,8 @@ def run_chunks(seconds: float, chunk: float, case_timeout: float, extra: list[st
         total["max_rss_mib"] = max(total["max_rss_mib"], float(final.get("peak_rss_mb", 0)))
         for k, v in stats["per_target"].items():
             total["per_target"][k] = total["per_target"].get(k, 0) + v
-        found = sorted({p.name for p in OUT.glob("*-*") if p.is_file()} - before)
-        total["artifacts"] = total.get("artifacts", []) + found
+        found = sorted(_artifacts() - before)
+        total["artifacts"] += found
         _write_stats("atheris-total", total)
         if rc != 0:
             print(f"chunk {total['chunks']} ended with exit code {rc}; artifacts: {found}")
