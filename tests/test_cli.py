@@ -114,6 +114,19 @@ def test_round_trip_default_naming_and_layers(work: Path):
     assert np.abs(base - pixels("a.png")).mean() > np.abs(full - pixels("a.png")).mean()
 
 
+def test_refine_steps_write_a_standard_file_with_a_better_base(work: Path):
+    """--refine-steps changes only the encoder: the file decodes with the plain decoder."""
+    assert run("encode", "a.png", "-q", "0", "-o", "plain.sem", *TINY).exit_code == 0
+    r = run("encode", "a.png", "-q", "0", "-o", "ref.sem", "--refine-steps", "20", *TINY)
+    assert r.exit_code == 0, r.output
+    for name in ("plain", "ref"):
+        assert run("decode", f"{name}.sem", "-o", f"{name}.png").exit_code == 0
+    orig = pixels("a.png")
+    err = {n: float(((pixels(f"{n}.png") - orig) ** 2).mean()) for n in ("plain", "ref")}
+    assert err["ref"] < err["plain"]
+    assert run("encode", "a.png", "--refine-steps", "-1", "-o", "x.sem", *TINY).exit_code == 2
+
+
 def test_gray_input_decodes_to_gray_and_other_formats(work: Path):
     assert run("encode", "g.png", *TINY).exit_code == 0
     r = run("decode", "g.sem", "--format", "tiff")

@@ -514,18 +514,21 @@ class _EncodeTask:
     residual: str | None
     target_size: int | None
     target_bpp: float | None
+    refine_steps: int = 0
 
 
 def _encode_work(task: _EncodeTask) -> _Outcome:
     """Load, encode (searching quality for a size target) and describe one image."""
     from .codec import DEFAULT_QUALITY, DEFAULT_RESIDUAL, get_codec
     from .imageio import load_image
+    from .refine import RefineConfig
 
     codec = get_codec(task.model)
     image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
     residual = task.residual or DEFAULT_RESIDUAL
     stats_by_quality = {}
-    analysis = codec.analyse(image)  # networks run once, however many qualities are tried
+    refine = RefineConfig(steps=task.refine_steps) if task.refine_steps else None
+    analysis = codec.analyse(image, refine)  # networks run once, however many qualities are tried
 
     def encode(quality: int) -> bytes:
         """One encode, keeping its per-layer stats for the report."""
@@ -645,6 +648,15 @@ def _apply(options: list[Callable]) -> Callable:
     metavar="BYTES",
     help="Highest quality whose file is at most BYTES.",
 )
+@click.option(
+    "--refine-steps",
+    type=click.IntRange(0, 1000),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Encoder-side refinement of the compact layer (gradient steps, each about a second "
+    "per megapixel): better base layer for -q 0, no gain with a residual.",
+)
 @_apply(_io_options)
 @click.pass_context
 def encode(
@@ -657,6 +669,7 @@ def encode(
     residual: str | None,
     target_bpp: float | None,
     target_size: int | None,
+    refine_steps: int,
     jobs: int,
     force: bool,
     quiet: bool,
@@ -679,6 +692,7 @@ def encode(
             residual,
             target_size,
             target_bpp,
+            refine_steps,
         )
 
     _run_batch(

@@ -35,6 +35,7 @@ from .entropy.semantic_map import decode_map, encode_map
 from .errors import CorruptData, ModelError, UnsupportedInput
 from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
 from .models.compnet import dequantize, quantize
+from .refine import RefineConfig, rate_model, refine_latents
 from .zoo import ModelBundle, load_bundle
 
 T = TypeVar("T")
@@ -261,10 +262,14 @@ class Codec:
         limits: Limits | None = None,
         tiling: Tiling | None = None,
         deterministic: bool = True,
+        refine: RefineConfig | None = None,
     ):
         """deterministic=False lets the networks use torch's thread count: faster on many cores,
-        but files and decoded pixels may then differ between thread counts (see robustness.md)."""
+        but files and decoded pixels may then differ between thread counts (see robustness.md).
+        refine sets the encoder's latent refinement (see refine.py); the default is off."""
         self.bundle: ModelBundle = load_bundle(_resolve_model(model))
+        self.refine = refine if refine is not None else RefineConfig()
+        self._rate_model = rate_model(self.bundle.compact_table)
         self.deterministic = deterministic
         self.bf16 = bf16
         self.limits = limits or Limits()
@@ -320,8 +325,11 @@ class Codec:
 
     @torch.no_grad()
     @_pinned
-    def compact(self, rgb: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    def compact(
+        self, rgb: np.ndarray, labels: np.ndarray, refine: RefineConfig | None = None
+    ) -> np.ndarray:
         """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map, tile by tile."""
+        refine = refine if refine is not None else self.refine
         ph, pw = rgb.shape[:2]
         c = self.bundle.comp.cfg.out_channels
         symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
@@ -329,9 +337,13 @@ class Codec:
             (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
             x = _to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
             lab = _grow(labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE)
+            lab_t = torch.from_numpy(lab.astype(np.int64))[None]
             with _bf16(self.bf16):
-                t = self.bundle.comp(x, torch.from_numpy(lab.astype(np.int64))[None])
-            q = quantize(t.float(), self.bundle.levels)[0].numpy()
+                t = self.bundle.comp(x, lab_t).float()
+            t = refine_latents(
+                t, x, lab_t, self.bundle.gen, self._rate_model, self.bundle.levels, refine
+            )
+            q = quantize(t, self.bundle.levels)[0].numpy()
             symbols[:, y0:y1, x0:x1] = q[:, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
         return symbols
 
@@ -378,11 +390,12 @@ class Codec:
         _check_quality(quality)
         return self.finish(self.analyse(image), quality, residual)
 
-    def analyse(self, image) -> Analysis:
+    def analyse(self, image, refine: RefineConfig | None = None) -> Analysis:
         """Run what every quality shares (map, compact layer, their payloads) once.
 
         Rate control encodes one image at several qualities: with an Analysis the networks run
-        once and each further quality costs only the residual coder (``finish``).
+        once and each further quality costs only the residual coder (``finish``). ``refine``
+        overrides the Codec's latent refinement for this image.
         """
         clock = _Clock(self.timings, self.cpu_timings)
         img = self._load(image)
@@ -394,7 +407,7 @@ class Codec:
         rgb = _pad_rgb(img.rgb)
         labels = self.semantic_map(rgb)
         clock("segment")
-        symbols = self.compact(rgb, labels)
+        symbols = self.compact(rgb, labels, refine)
         clock("compnet")
         del rgb
         layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.num_classes)}
