@@ -52,7 +52,12 @@ def test_renet_sweeps_rows_and_columns_both_directions() -> None:
     renet = ReNet(2, 4)
     x = torch.zeros(1, 2, 5, 6)
     base = renet(x)
-    for (yy, xx), should_reach in (((2, 0), (2, 5)), ((2, 5), (2, 0)), ((0, 3), (4, 3)), ((4, 3), (0, 3))):
+    for (yy, xx), should_reach in (
+        ((2, 0), (2, 5)),
+        ((2, 5), (2, 0)),
+        ((0, 3), (4, 3)),
+        ((4, 3), (0, 3)),
+    ):
         x2 = x.clone()
         x2[0, :, yy, xx] = 1.0
         diff = (renet(x2) - base).abs().sum(1)[0]
@@ -72,7 +77,11 @@ def test_atrous_rates() -> None:
 
 def test_backbone_weights_from_torchvision_style_state_dict(tmp_path) -> None:
     net = SegNet(SEG_CONFIGS["tiny"])
-    state = {k: torch.full_like(v, 0.5) for k, v in net.rgb.backbone.state_dict().items() if v.is_floating_point()}
+    state = {
+        k: torch.full_like(v, 0.5)
+        for k, v in net.rgb.backbone.state_dict().items()
+        if v.is_floating_point()
+    }
     torch.save(state, tmp_path / "resnet.pth")
     loaded = load_backbone_weights(net, torch.load(tmp_path / "resnet.pth", weights_only=True))
     assert "conv1.weight" in loaded and "layer1.0.conv1.weight" in loaded

@@ -38,7 +38,8 @@ def ms_ssim_scales(
         while scales > 1 and short <= (11 - 1) * 2 ** (scales - 1):
             scales -= 1
     w = x.new_tensor(MS_SSIM_WEIGHTS[:scales])
-    w = w / w.sum()
+    if scales < len(MS_SSIM_WEIGHTS):  # all five are used as published (they sum to 1.0001)
+        w = w / w.sum()
     win = _fspecial_gauss_1d(11, 1.5).to(x).repeat([x.shape[1], 1, 1, 1])
     if min(x.shape[-2:]) < 11:  # smaller than the window: shrink the window (SSIM of tiny images)
         k = min(x.shape[-2:]) | 1

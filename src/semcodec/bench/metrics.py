@@ -8,14 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from pytorch_msssim import ms_ssim as _lib_ms_ssim
-from pytorch_msssim.ssim import _fspecial_gauss_1d, _ssim
 
 from semcodec.bench.bdrate import msssim_to_db
+from semcodec.losses import MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS
+from semcodec.losses import ms_ssim_scales
 
 __all__ = ["MSSSIM_WEIGHTS", "MsssimResult", "msssim_scales", "psnr", "ms_ssim", "msssim_to_db"]
 
-#: Wang et al. (2003) per-scale exponents, finest scale first (pytorch-msssim's default).
-MSSSIM_WEIGHTS: tuple[float, ...] = (0.0448, 0.2856, 0.3001, 0.2363, 0.1333)
+#: MSSSIM_WEIGHTS: Wang et al. (2003) per-scale exponents, finest first (pytorch-msssim default).
 WIN_SIZE = 11
 
 
@@ -71,29 +71,6 @@ def _to_tensor(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(a, dtype=np.float32)).permute(2, 0, 1).unsqueeze(0).float()
 
 
-def _ms_ssim_scales(x: torch.Tensor, y: torch.Tensor, weights: list[float]) -> float:
-    """pytorch-msssim's multi-scale loop without its fixed 5-scale size assertion.
-
-    Same steps as ``pytorch_msssim.ms_ssim``: contrast-structure terms at every scale but the
-    coarsest, full SSIM at the coarsest, 2×2 average pooling in between, per-channel product of
-    the weighted powers, then the mean over channels.
-    """
-    win = _fspecial_gauss_1d(WIN_SIZE, 1.5).repeat([x.shape[1], 1, 1, 1])
-    w = x.new_tensor(weights)
-    mcs = []
-    ssim_pc = None
-    for i in range(len(weights)):
-        ssim_pc, cs = _ssim(x, y, win=win, data_range=255, size_average=False, K=(0.01, 0.03))
-        if i < len(weights) - 1:
-            mcs.append(torch.relu(cs))
-            pad = [s % 2 for s in x.shape[2:]]
-            x = torch.nn.functional.avg_pool2d(x, kernel_size=2, padding=pad)
-            y = torch.nn.functional.avg_pool2d(y, kernel_size=2, padding=pad)
-    assert ssim_pc is not None
-    stack = torch.stack([*mcs, torch.relu(ssim_pc)], dim=0)
-    return float(torch.prod(stack ** w.view(-1, 1, 1), dim=0).mean())
-
-
 def ms_ssim(ref: np.ndarray, test: np.ndarray) -> MsssimResult:
     """MS-SSIM of 8-bit RGB (pytorch-msssim, data_range=255, 11-tap Gaussian, σ = 1.5).
 
@@ -114,6 +91,6 @@ def ms_ssim(ref: np.ndarray, test: np.ndarray) -> MsssimResult:
         if n == len(MSSSIM_WEIGHTS):
             value = float(_lib_ms_ssim(x, y, data_range=255, size_average=True))
         else:
-            w = np.asarray(MSSSIM_WEIGHTS[:n], dtype=np.float64)
-            value = _ms_ssim_scales(x, y, list(w / w.sum()))
+            # the training loss's loop (one implementation), which renormalises the weights
+            value = float(ms_ssim_scales(x, y, data_range=255, scales=n).mean())
     return MsssimResult(value, n)

@@ -18,7 +18,8 @@ class CompNetConfig:
     norm: str = "channel"  # "instance" (A3 as written) or "channel" (per-pixel, HiFiC)
     levels: int = 16  # quantisation levels of each compact symbol
     num_classes: int = 11
-    thumbnail_skip: bool = False  # add the 8x box-downsampled image before the Tanh (see docs/training.md)
+    # add the 8x box-downsampled image before the Tanh (see docs/training.md)
+    thumbnail_skip: bool = False
 
 
 COMPNET_CONFIGS: dict[str, CompNetConfig] = {
