@@ -654,8 +654,8 @@ def _apply(options: list[Callable]) -> Callable:
     default=0,
     show_default=True,
     metavar="N",
-    help="Encoder-side refinement of the compact layer (gradient steps, each about a second "
-    "per megapixel): better base layer for -q 0, no gain with a residual.",
+    help="Encoder-side refinement of the compact layer (gradient steps, each about 2 s per "
+    "megapixel on one core): better base layer for -q 0, no gain with a residual.",
 )
 @_apply(_io_options)
 @click.pass_context
