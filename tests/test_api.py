@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 import semcodec
@@ -19,13 +18,7 @@ W, H = 64, 48
 TINY = {"model": "tiny", "residual": "native"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Two loaded cores: one torch thread is several times faster than two contending ones."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def _rgb(seed: int = 0) -> Image.Image:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 from PIL import Image
 
@@ -31,13 +30,7 @@ LINE_RE = re.compile(
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Two loaded cores: one torch thread is several times faster than two contending ones."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def _image(seed: int = 0, mode: str = "RGB") -> Image.Image:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 # Run in the child processes (and, via exec, in this one): encode the inputs of a folder, then
@@ -138,13 +137,7 @@ def _inputs(folder: Path) -> None:
     img.resize((256, 200), Image.LANCZOS).save(folder / "large.png")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Two loaded cores: one torch thread is several times faster than two contending ones."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path):

@@ -13,13 +13,7 @@ from semcodec.refine import RefineConfig, rate_model, refine_latents
 W, H = 64, 48
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Two loaded cores: one torch thread is several times faster than two contending ones."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def _image(seed: int = 0) -> np.ndarray:

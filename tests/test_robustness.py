@@ -61,13 +61,7 @@ def _load_fuzz_module():
 FUZZ = _load_fuzz_module()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Two loaded cores: one torch thread is several times faster than two contending ones."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 @pytest.fixture(scope="module")
