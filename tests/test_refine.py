@@ -54,7 +54,7 @@ def test_refinement_lowers_the_objective_at_the_quantised_latents():
     cfg = RefineConfig(steps=25, msssim_weight=0.0, bf16=False)
     b = codec.bundle
     flags = [p.requires_grad for p in b.gen.parameters()]
-    t1 = refine_latents(t0, x, lab, b.gen, rate_model(b.compact_table), b.levels, cfg)
+    t1 = refine_latents(t0, x, lab, b.gen, b.compact_table, cfg)
     assert t1.shape == t0.shape and float(t1.abs().max()) < 1
     assert _objective(codec, t1, x, lab, cfg) < _objective(codec, t0, x, lab, cfg)
     assert [p.requires_grad for p in b.gen.parameters()] == flags  # left as found
@@ -64,7 +64,7 @@ def test_zero_steps_return_the_latents_unchanged():
     codec = get_codec("tiny")
     x, lab, t0 = _inputs(codec)
     b = codec.bundle
-    out = refine_latents(t0, x, lab, b.gen, rate_model(b.compact_table), b.levels, RefineConfig())
+    out = refine_latents(t0, x, lab, b.gen, b.compact_table, RefineConfig())
     assert out is t0
 
 

@@ -35,7 +35,7 @@ from .entropy.semantic_map import decode_map, encode_map
 from .errors import CorruptData, ModelError, UnsupportedInput
 from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
 from .models.compnet import dequantize, quantize
-from .refine import RefineConfig, rate_model, refine_latents
+from .refine import RefineConfig, refine_latents
 from .zoo import ModelBundle, load_bundle
 
 T = TypeVar("T")
@@ -269,7 +269,6 @@ class Codec:
         refine sets the encoder's latent refinement (see refine.py); the default is off."""
         self.bundle: ModelBundle = load_bundle(_resolve_model(model))
         self.refine = refine if refine is not None else RefineConfig()
-        self._rate_model = rate_model(self.bundle.compact_table)
         self.deterministic = deterministic
         self.bf16 = bf16
         self.limits = limits or Limits()
@@ -340,9 +339,7 @@ class Codec:
             lab_t = torch.from_numpy(lab.astype(np.int64))[None]
             with _bf16(self.bf16):
                 t = self.bundle.comp(x, lab_t).float()
-            t = refine_latents(
-                t, x, lab_t, self.bundle.gen, self._rate_model, self.bundle.levels, refine
-            )
+            t = refine_latents(t, x, lab_t, self.bundle.gen, self.bundle.compact_table, refine)
             q = quantize(t, self.bundle.levels)[0].numpy()
             symbols[:, y0:y1, x0:x1] = q[:, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
         return symbols

@@ -10,12 +10,11 @@ import torch
 from pytorch_msssim import ms_ssim as _lib_ms_ssim
 
 from semcodec.bench.bdrate import msssim_to_db
-from semcodec.losses import MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS
+from semcodec.losses import MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS  # Wang et al. 2003, finest first
 from semcodec.losses import ms_ssim_scales
 
 __all__ = ["MSSSIM_WEIGHTS", "MsssimResult", "msssim_scales", "psnr", "ms_ssim", "msssim_to_db"]
 
-#: MSSSIM_WEIGHTS: Wang et al. (2003) per-scale exponents, finest first (pytorch-msssim default).
 WIN_SIZE = 11
 
 
