@@ -511,3 +511,31 @@ def test_cli_defaults_run_every_codec_and_write_markdown(tmp_path: Path) -> None
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert out.with_suffix(".md").read_text().startswith("Mean over 1 image;")
+
+
+def _lane(run: dict, codec: str) -> dict:
+    """The part of a run that one codec lane would have produced."""
+    lane = json.loads(json.dumps(run))
+    lane["records"] = [r for r in lane["records"] if r["codec"] == codec]
+    lane["codecs"] = {codec: lane["codecs"][codec]}
+    lane["config"]["qualities"] = {codec: lane["config"]["qualities"][codec]}
+    return lane
+
+
+def test_merge_of_lanes_equals_the_whole_run(tiny_run: dict, tmp_path: Path) -> None:
+    a, b = _lane(tiny_run, "webp"), _lane(tiny_run, "jpeg")
+    merged = rd.merge([a, b])
+    assert merged["aggregate"] == tiny_run["aggregate"]
+    assert merged["bd"] == tiny_run["bd"]
+    assert sorted(merged["config"]["codecs"]) == ["jpeg", "webp"]
+    assert len(merged["config"]["merged_from"]) == 2
+    with pytest.raises(ValueError, match="in two runs"):
+        rd.merge([a, a])
+    pa, pb, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "m.json"
+    rd.write_json(a, pa)
+    rd.write_json(b, pb)
+    res = CliRunner().invoke(bench, ["--merge", str(pa), "--merge", str(pb), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert rd.read_json(out)["bd"] == tiny_run["bd"] and out.with_suffix(".md").exists()
+    res = CliRunner().invoke(bench, ["--merge", str(pa), "--merge", str(pa)])
+    assert res.exit_code != 0 and "in two runs" in res.output

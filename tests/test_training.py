@@ -217,3 +217,29 @@ def test_resume_resets_the_optimiser_when_the_loss_recipe_changes() -> None:
     assert not recipe_changed(saved, CodecTrainConfig(weights=distortion.weights, lr=1e-5))
     assert recipe_changed(saved, CodecTrainConfig(weights=LossWeights(gan=0.02)))
     assert recipe_changed(None, distortion)
+
+
+def test_init_from_bundle_starts_where_the_shipped_model_is(tmp_path) -> None:
+    """Fine-tuning from a bundle: same networks, a rate term equal to the coder's table, counts."""
+    from semcodec.entropy.compact import encode_compact
+    from semcodec.models.segmentation import build_segnet as build
+    from semcodec.train.codec import init_from_bundle
+    from semcodec.zoo import REGISTRY, save_bundle
+
+    torch.manual_seed(3)
+    src = CodecNets("tiny", "tiny")
+    with torch.no_grad():
+        src.ctx.logits.normal_(0, 2)
+    info = {"codec_steps": 123, "codec_hours": 1.5}
+    path = save_bundle(
+        tmp_path / "b.pt", REGISTRY["tiny"], build("tiny"), src.comp, src.gen,
+        src.ctx.integer_table(), info,
+    )  # fmt: skip
+    nets = CodecNets("tiny", "tiny")
+    assert init_from_bundle(nets, path) == (123, 1.5)
+    for a, b in zip(nets.comp.state_dict().values(), src.comp.state_dict().values(), strict=True):
+        assert torch.allclose(a.float(), b.float().half().float())
+    y = torch.randint(0, nets.comp.cfg.levels, (1, nets.comp.cfg.out_channels, 16, 16)).float()
+    coded = 8 * len(encode_compact(y[0].long().numpy(), src.ctx.integer_table()))
+    bits = float(nets.ctx.bits(y).detach())
+    assert abs(coded - bits) < 0.01 * bits + 64

@@ -110,6 +110,14 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
     help="Instead of running: print the table of an existing result JSON and write "
     "--csv/--plot/--markdown from it.",
 )
+@click.option(
+    "--merge",
+    "merge_jsons",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Instead of running: merge result JSONs over the same images (repeat the option; e.g. "
+    "codec lanes run in parallel) and write --out/--csv/--plot/--markdown from the merge.",
+)
 def bench(
     images_dir: Path | None,
     codecs: str,
@@ -128,6 +136,7 @@ def bench(
     progress: bool,
     compare: tuple[Path, Path] | None,
     report_json: Path | None,
+    merge_jsons: tuple[Path, ...],
 ) -> None:
     """Rate–distortion benchmark: bpp, PSNR, MS-SSIM, timings and BD-rates vs an anchor."""
     from semcodec.bench import rd
@@ -139,6 +148,16 @@ def bench(
         result = rd.read_json(report_json)
         click.echo(rd.format_table(result))
         _write_outputs(result, None, csv_path, plot, md_path)
+        return
+    if merge_jsons:
+        try:
+            result = rd.merge(merge_jsons, anchor)
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(rd.format_table(result))
+        if md_path is None and out is not None:
+            md_path = out.with_suffix(".md")
+        _write_outputs(result, out, csv_path, plot, md_path)
         return
     if images_dir is None:
         raise click.UsageError("--images DIR is required (or use --compare OLD NEW)")

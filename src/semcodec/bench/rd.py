@@ -749,6 +749,62 @@ def plot_rd(result: Mapping[str, Any], path: Path | str, title: str | None = Non
     fig.savefig(p, dpi=120)
 
 
+def merge(
+    runs: Sequence[Path | str | Mapping[str, Any]], anchor: str | None = None
+) -> dict[str, Any]:
+    """One result from runs over the same images (e.g. codec lanes run in parallel).
+
+    Records are concatenated (an image × codec × setting measured twice is an error, as is an
+    image name with two sizes); aggregates and BD-rates are recomputed. ``config`` is the first
+    run's with the union of codecs and settings; ``config.merged_from`` keeps every input's
+    ``created`` time and ``config``.
+    """
+    results = [read_json(r) for r in runs]
+    if not results:
+        raise ValueError("nothing to merge")
+    images: dict[str, dict[str, Any]] = {}
+    seen: set[tuple[str, str, Any]] = set()
+    records: list[dict[str, Any]] = []
+    codecs: dict[str, Any] = {}
+    qualities: dict[str, list[Any]] = {}
+    for res in results:
+        for im in res["images"]:
+            old = images.setdefault(im["name"], im)
+            if (old["width"], old["height"]) != (im["width"], im["height"]):
+                raise ValueError(f"image {im['name']} has two sizes in the runs to merge")
+        for r in res["records"]:
+            key = (r["image"], r["codec"], _key(r["setting"]))
+            if key in seen:
+                raise ValueError(f"{key[1]} setting {key[2]} on {key[0]} is in two runs")
+            seen.add(key)
+            records.append(r)
+        for name, info in res["codecs"].items():
+            if info.get("status") == "ok" or name not in codecs:
+                codecs[name] = info
+        for name, settings in res["config"].get("qualities", {}).items():
+            qualities[name] = qualities.get(name, []) + [
+                s for s in settings if _key(s) not in {_key(t) for t in qualities.get(name, [])}
+            ]
+    config = dict(results[0]["config"])
+    config["anchor"] = anchor or config.get("anchor", "jpeg")
+    config["codecs"] = list(codecs)
+    config["qualities"] = qualities
+    config["merged_from"] = [{"created": r.get("created"), "config": r["config"]} for r in results]
+    sizes = {n: (i["width"], i["height"]) for n, i in images.items()}
+    agg = aggregate(records, qualities, sizes)
+    merged = {
+        **results[0],
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config": config,
+        "codecs": codecs,
+        "images": list(images.values()),
+        "records": records,
+        "aggregate": agg,
+        "bd": bd_against(agg, config["anchor"], min_points=results[0]["bd"].get("min_points", 4)),
+    }
+    return _jsonable(merged)
+
+
 def compare(
     old_json: Path | str | Mapping[str, Any],
     new_json: Path | str | Mapping[str, Any],

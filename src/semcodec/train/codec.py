@@ -174,6 +174,7 @@ def train_codec(
     vgg: Path | None = None,
     save_every_s: float = 300.0,
     synthetic: bool = False,
+    init_bundle: Path | None = None,
 ) -> CodecNets:
     """Joint training on BSDS500 photos and CamVid frames with maps from the trained seg net."""
     rank, world, device = setup_distributed()
@@ -215,6 +216,10 @@ def train_codec(
         elif rank == 0:
             print("loss recipe changed since the checkpoint: optimiser state reset", flush=True)
         step, hours = int(state["step"]), float(state.get("hours", 0.0))
+    elif init_bundle is not None:
+        step, hours = init_from_bundle(nets, init_bundle)
+        if rank == 0:
+            print(f"initialised from {init_bundle} (step {step}, {hours:.2f} h)", flush=True)
     start_step = step
     g_model = DDP(nets) if world > 1 else nets
     d_model = DDP(disc) if world > 1 else disc
@@ -290,9 +295,27 @@ def recipe_changed(saved_config: str | None, cfg: CodecTrainConfig) -> bool:
 
 
 def _seg_state(path: Path) -> dict[str, torch.Tensor]:
-    """Segmentation weights from a training checkpoint or an exported weights file."""
+    """Segmentation weights from a training checkpoint or an exported model bundle."""
     state = torch.load(path, map_location="cpu", weights_only=True)
-    return state["model"]
+    return state["seg"] if "seg" in state else state["model"]
+
+
+def init_from_bundle(nets: CodecNets, bundle_path: Path) -> tuple[int, float]:
+    """Start fine-tuning from a shipped bundle: its weights, and its step/hour counts.
+
+    The bundle keeps only the integer table of the context model; its log-counts are logits
+    whose softmax is that table's distribution, so the rate term starts where the coder is.
+    """
+    obj = torch.load(bundle_path, map_location="cpu", weights_only=True)
+    for net, key in ((nets.comp, "comp"), (nets.gen, "gen")):
+        net.load_state_dict(
+            {k: v.float() if v.is_floating_point() else v for k, v in obj[key].items()}
+        )
+    table = obj["compact_table"].double()
+    with torch.no_grad():
+        nets.ctx.logits.copy_(torch.log(table / table.sum(-1, keepdim=True)).float())
+    info = json.loads(obj.get("info", "{}"))
+    return int(info.get("codec_steps", 0)), float(info.get("codec_hours", 0.0))
 
 
 def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
@@ -359,6 +382,12 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
     help="torchvision-format VGG-19 state dict for L_VGG (default: the seg backbone's features)",
 )
 @click.option("--resume/--no-resume", default=True, show_default=True)
+@click.option(
+    "--init-bundle",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="fine-tune from a model bundle (models/*.pt) when the run has no checkpoint yet",
+)
 @click.option("--bf16/--no-bf16", default=True, show_default=True)
 @click.option("--synthetic", is_flag=True, help="tiny synthetic data (smoke tests)")
 @click.option("--tiny", is_flag=True, help="tiny networks (smoke tests)")
@@ -380,6 +409,7 @@ def codec_command(
     w_rate,
     vgg,
     resume,
+    init_bundle,
     bf16,
     synthetic,
     tiny,
@@ -412,6 +442,7 @@ def codec_command(
         vgg,
         save_every,
         synthetic,
+        init_bundle,
     )
 
 
