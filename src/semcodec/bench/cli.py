@@ -155,8 +155,6 @@ def bench(
         except ValueError as e:
             raise click.ClickException(str(e)) from None
         click.echo(rd.format_table(result))
-        if md_path is None and out is not None:
-            md_path = out.with_suffix(".md")
         _write_outputs(result, out, csv_path, plot, md_path)
         return
     if images_dir is None:
@@ -181,8 +179,6 @@ def bench(
         codec_threads=codec_threads,
     )
     click.echo(rd.format_table(result))
-    if md_path is None and out is not None:
-        md_path = out.with_suffix(".md")
     _write_outputs(result, out, csv_path, plot, md_path)
     if crops_dir:
         if "semcodec" not in result["aggregate"]:
@@ -215,9 +211,11 @@ def _warn_if_busy(threads: int) -> None:
 def _write_outputs(
     result: dict, out: Path | None, csv_path: Path | None, plot: Path | None, md: Path | None
 ) -> None:
-    """Write whichever report files were asked for (shared by a run and --report)."""
+    """Write whichever report files were asked for (shared by a run, --merge and --report)."""
     from semcodec.bench import rd
 
+    if md is None and out is not None:
+        md = out.with_suffix(".md")  # the Markdown tables go beside a result JSON by default
     if out:
         rd.write_json(result, out)
         click.echo(f"wrote {out}", err=True)

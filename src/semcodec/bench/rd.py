@@ -334,6 +334,11 @@ def _warm_up(adapters: Mapping[str, tuple[CodecAdapter, Sequence[Setting]]]) -> 
             pass
 
 
+def _utc_now() -> str:
+    """The ``created`` stamp of a result: UTC, ISO 8601, seconds."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_benchmark(
     images: Sequence[Path | str],
     codecs: Sequence[str],
@@ -417,7 +422,7 @@ def run_benchmark(
     agg = aggregate(records, {c: s for c, (_, s) in adapters.items()}, sizes)
     result: dict[str, Any] = {
         "schema": SCHEMA,
-        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": _utc_now(),
         "environment": _environment(),
         "config": {
             "anchor": anchor,
@@ -782,9 +787,8 @@ def merge(
             if info.get("status") == "ok" or name not in codecs:
                 codecs[name] = info
         for name, settings in res["config"].get("qualities", {}).items():
-            qualities[name] = qualities.get(name, []) + [
-                s for s in settings if _key(s) not in {_key(t) for t in qualities.get(name, [])}
-            ]
+            known = qualities.setdefault(name, [])
+            known += [s for s in settings if _key(s) not in {_key(t) for t in known}]
     config = dict(results[0]["config"])
     config["anchor"] = anchor or config.get("anchor", "jpeg")
     config["codecs"] = list(codecs)
@@ -794,7 +798,7 @@ def merge(
     agg = aggregate(records, qualities, sizes)
     merged = {
         **results[0],
-        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": _utc_now(),
         "config": config,
         "codecs": codecs,
         "images": list(images.values()),

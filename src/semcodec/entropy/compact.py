@@ -72,6 +72,12 @@ class ContextModel(nn.Module):
         return -lp.sum() / np.log(2.0)
 
     @torch.no_grad()
+    def load_integer_table(self, table: np.ndarray) -> None:
+        """Set the logits to a frozen table's log-probabilities (to fine-tune a shipped model)."""
+        t = torch.from_numpy(np.asarray(table, np.float64))
+        self.logits.copy_(torch.log(t / t.sum(-1, keepdim=True)).float())
+
+    @torch.no_grad()
     def integer_table(self) -> np.ndarray:
         """Freeze the model into int32 counts (C, (L+1)^2, L), each at least 1."""
         p = torch.softmax(self.logits.double(), -1).numpy()

@@ -29,12 +29,14 @@ from ..models.compnet import COMPNET_CONFIGS, CompNet, one_hot_map, quantize_ste
 from ..models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
 from ..models.generator import GENERATOR_CONFIGS, Generator
 from ..models.segmentation import SegNet, build_segnet
+from ..zoo import load_bundle
 from .common import (
     Progress,
     autocast,
     cleanup_distributed,
     load_checkpoint,
     save_checkpoint,
+    seg_source,
     setup_distributed,
 )
 from .data import read_photos, read_split
@@ -181,7 +183,7 @@ def train_codec(
     torch.manual_seed(cfg.seed + rank)
     seg = build_segnet("tiny" if synthetic else "default")
     if seg_weights is not None:
-        seg.load_state_dict({k: v.float() for k, v in _seg_state(seg_weights).items()})
+        seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
     images, maps = _training_set(seg, photos, camvid, out, synthetic, rank)
     nets = CodecNets(cfg.compnet, cfg.generator).to(device)
     disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
@@ -294,28 +296,17 @@ def recipe_changed(saved_config: str | None, cfg: CodecTrainConfig) -> bool:
     return saved != asdict(cfg.weights)
 
 
-def _seg_state(path: Path) -> dict[str, torch.Tensor]:
-    """Segmentation weights from a training checkpoint or an exported model bundle."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    return state["seg"] if "seg" in state else state["model"]
-
-
 def init_from_bundle(nets: CodecNets, bundle_path: Path) -> tuple[int, float]:
     """Start fine-tuning from a shipped bundle: its weights, and its step/hour counts.
 
-    The bundle keeps only the integer table of the context model; its log-counts are logits
-    whose softmax is that table's distribution, so the rate term starts where the coder is.
+    The bundle keeps only the integer table of the context model; the logits are set to its
+    log-probabilities, so the rate term starts where the coder is.
     """
-    obj = torch.load(bundle_path, map_location="cpu", weights_only=True)
-    for net, key in ((nets.comp, "comp"), (nets.gen, "gen")):
-        net.load_state_dict(
-            {k: v.float() if v.is_floating_point() else v for k, v in obj[key].items()}
-        )
-    table = obj["compact_table"].double()
-    with torch.no_grad():
-        nets.ctx.logits.copy_(torch.log(table / table.sum(-1, keepdim=True)).float())
-    info = json.loads(obj.get("info", "{}"))
-    return int(info.get("codec_steps", 0)), float(info.get("codec_hours", 0.0))
+    bundle = load_bundle(str(bundle_path))
+    nets.comp.load_state_dict(bundle.comp.state_dict())
+    nets.gen.load_state_dict(bundle.gen.state_dict())
+    nets.ctx.load_integer_table(bundle.compact_table)
+    return int(bundle.info.get("codec_steps", 0)), float(bundle.info.get("codec_hours", 0.0))
 
 
 def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):

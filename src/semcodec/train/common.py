@@ -54,6 +54,22 @@ def save_checkpoint(path: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
+def seg_source(path: Path) -> tuple[dict[str, torch.Tensor], int, float]:
+    """Segmentation weights, steps and hours from a training checkpoint or a model bundle."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if "model" in state:
+        return state["model"], int(state.get("step", 0)), float(state.get("hours", 0.0))
+    from ..zoo import load_bundle  # a bundle: loaded and checked by the zoo
+
+    bundle = load_bundle(str(path))
+    info = bundle.info
+    return (
+        bundle.seg.state_dict(),
+        int(info.get("seg_steps", 0)),
+        float(info.get("seg_hours", 0.0)),
+    )
+
+
 def load_checkpoint(path: Path) -> dict | None:
     """Load a training checkpoint (tensors and plain containers only)."""
     if not path.exists():

@@ -11,14 +11,14 @@ import torch
 from ..models.segmentation import build_segnet
 from ..zoo import BundleSpec, save_bundle
 from .codec import CodecNets
+from .common import seg_source
 
 
 def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "default") -> Path:
     """Write '<dest>/<name>-<sha8>.pt' (fp16 weights + integer compact table); returns its path."""
-    seg_state = torch.load(seg_ckpt, map_location="cpu", weights_only=True)
+    seg_weights, seg_steps, seg_hours = seg_source(seg_ckpt)
     codec_state = torch.load(codec_ckpt, map_location="cpu", weights_only=True)
     seg = build_segnet("default")
-    seg_weights = seg_state["seg"] if "seg" in seg_state else seg_state["model"]  # bundle or ckpt
     seg.load_state_dict(
         {k: v.float() if v.is_floating_point() else v for k, v in seg_weights.items()}
     )
@@ -32,27 +32,13 @@ def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "def
         generator=cfg.get("generator", "default"),
     )
     info = {
-        **_seg_counts(seg_state),
+        "seg_steps": seg_steps, "seg_hours": seg_hours,
         "codec_steps": int(codec_state["step"]), "codec_hours": float(codec_state.get("hours", 0.0)),
         "codec_recipe": cfg,
     }  # fmt: skip
     for old in dest.glob(f"{name}-*.pt"):
         old.unlink()
     return save_bundle(dest, spec, seg, nets.comp, nets.gen, nets.ctx.integer_table(), info)
-
-
-def _seg_counts(seg_state: dict) -> dict:
-    """Step/hour counts of the segmentation net, from a checkpoint or a bundle's info."""
-    if "seg" in seg_state:
-        info = json.loads(seg_state.get("info", "{}"))
-        return {
-            "seg_steps": int(info.get("seg_steps", 0)),
-            "seg_hours": float(info.get("seg_hours", 0.0)),
-        }
-    return {
-        "seg_steps": int(seg_state.get("step", 0)),
-        "seg_hours": float(seg_state.get("hours", 0.0)),
-    }
 
 
 @click.command("export")
