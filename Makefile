@@ -9,7 +9,7 @@ STAMP := $(VENV)/.semcodec-installed
 KODAK ?= ../shared/data/kodak
 BSDS ?= ../shared/data/bsds500-test
 
-.PHONY: all venv demo test lint bench bench-bsds bench-speed bench-large fuzz clean
+.PHONY: all venv bench-deps demo test lint bench bench-bsds bench-speed bench-large fuzz clean
 
 all: test
 
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The optional JPEG XL codec of the benchmarks (imagecodecs); skipped with a note if it cannot install.
+bench-deps: venv
+	$(BIN)/python -c "import imagecodecs" 2>/dev/null || $(BIN)/python -m pip install -q -e ".[jxl]" || echo "imagecodecs unavailable: jxl will be skipped"
+
 demo: venv
 	$(BIN)/python -m semcodec.demo
 
@@ -31,10 +35,10 @@ test: venv
 lint: venv
 	$(BIN)/ruff check src tests
 
-bench: venv
+bench: bench-deps
 	$(BIN)/semcodec bench --images $(KODAK) --out bench-out/kodak.json --csv bench-out/kodak.csv --plot docs/rd-kodak.png
 
-bench-bsds: venv
+bench-bsds: bench-deps
 	$(BIN)/semcodec bench --images $(BSDS) --out bench-out/bsds.json --csv bench-out/bsds.csv --plot docs/rd-bsds.png
 
 # e.g. make bench-speed SPEED_ARGS="--limit 4 --threads 1"
@@ -59,7 +63,7 @@ bench-large: venv
 .PHONY: bench-classic bench-report
 
 # Classic codecs only (no model needed): the "Classic codecs on Kodak" table of docs/benchmarks.md.
-bench-classic: venv
+bench-classic: bench-deps
 	$(BIN)/semcodec bench --images $(KODAK) --codecs jpeg,webp,jpeg2000,avif,jxl --out bench-out/kodak-classic.json --csv bench-out/kodak-classic.csv --plot bench-out/kodak-classic.png
 
 # Tables (Markdown) and plot again from an existing result, without re-running: REPORT=bench-out/bsds.json

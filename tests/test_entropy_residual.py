@@ -11,7 +11,7 @@ from semcodec.entropy.residual import (
     backend_by_code,
     get_backend,
 )
-from semcodec.entropy.residual_avif import from_uint8, to_uint8
+from semcodec.entropy.residual_avif import from_uint8, split_avif, to_uint8, wrap_av1
 from semcodec.entropy.residual_native import NativeBackend, quality_to_step
 from semcodec.errors import CorruptData
 
@@ -133,6 +133,29 @@ def test_avif_mapping_inverts() -> None:
     )
 
 
+@pytest.mark.parametrize("h, w", [(1, 1), (16, 24), (77, 131)])
+def test_avif_bare_form_decodes_like_the_whole_file(h: int, w: int) -> None:
+    """Version 2 drops the HEIF boxes; rebuilt, they give libavif's file and the same pixels."""
+    b = get_backend("avif")
+    data = b.encode(_residual(h, w, seed=3), 40)
+    assert data[0] == 2  # this libavif's layout is the one wrap_av1 rebuilds
+    av1c, av1 = data[4:8], data[8:]
+    whole = wrap_av1(w, h, av1c, av1)
+    assert split_avif(whole, w, h) == (av1c, av1)
+    assert len(whole) - len(av1c) - len(av1) == 271
+    version1 = bytes([1]) + data[1:4] + whole
+    np.testing.assert_array_equal(b.decode(version1, h, w), b.decode(data, h, w))
+
+
+def test_avif_split_refuses_a_layout_it_cannot_rebuild() -> None:
+    b = get_backend("avif")
+    data = b.encode(_residual(16, 24), 40)
+    whole = wrap_av1(24, 16, data[4:8], data[8:])
+    assert split_avif(whole, 24, 17) is None  # another ispe
+    assert split_avif(whole + b"\0", 24, 16) is None
+    assert split_avif(b"not an avif file", 24, 16) is None
+
+
 @ALL
 def test_invalid_arguments(name: str) -> None:
     b = get_backend(name)
@@ -191,7 +214,7 @@ def test_avif_wrong_size_or_header_raises() -> None:
     with pytest.raises(CorruptData):
         b.decode(data, 24, 16)
     with pytest.raises(CorruptData):
-        b.decode(b"\x02" + data[1:], 16, 24)
+        b.decode(b"\x03" + data[1:], 16, 24)
     with pytest.raises(CorruptData):
         b.decode(data[:1] + b"\x00" + data[2:], 16, 24)
     flipped = bytearray(data)
