@@ -136,6 +136,12 @@ def _torchrun(module: str, args: list[str], tmp_path) -> subprocess.CompletedPro
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
 
 
+def _why(r: subprocess.CompletedProcess) -> str:
+    """The error lines of every rank first (torchrun's tail alone hid the cause once), then the tail."""
+    lines = [ln for ln in r.stderr.splitlines() if "Error" in ln or "error:" in ln]
+    return "\n".join(lines[:20]) + "\n---\n" + r.stderr[-1500:]
+
+
 def test_seg_ddp_two_processes(tmp_path) -> None:
     r = _torchrun(
         "semcodec.train.seg",
@@ -155,7 +161,7 @@ def test_seg_ddp_two_processes(tmp_path) -> None:
         ],
         tmp_path,
     )
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.returncode == 0, _why(r)
     state = torch.load(tmp_path / "seg" / "seg-checkpoint.pt", weights_only=True)
     assert state["step"] == 2
     # resume continues from the checkpoint
@@ -177,7 +183,7 @@ def test_seg_ddp_two_processes(tmp_path) -> None:
         ],
         tmp_path,
     )
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.returncode == 0, _why(r)
     assert torch.load(tmp_path / "seg" / "seg-checkpoint.pt", weights_only=True)["step"] == 3
 
 
@@ -199,7 +205,7 @@ def test_codec_ddp_two_processes(tmp_path) -> None:
         ],
         tmp_path,
     )
-    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.returncode == 0, _why(r)
     state = torch.load(tmp_path / "codec" / "codec-checkpoint.pt", weights_only=True)
     assert state["step"] == 2 and "nets" in state and "disc" in state
 
