@@ -1052,10 +1052,11 @@ def eval_seg(
         "seg": ("semcodec.train.seg", "seg_command"),
         "codec": ("semcodec.train.codec", "codec_command"),
         "export": ("semcodec.train.export", "export_command"),
+        "fit-table": ("semcodec.train.fit_table", "fit_table_command"),
     },
 )
 def train_group() -> None:
-    """Train the segmentation network or the codec, and export shipped weights."""
+    """Train the segmentation network or the codec, export shipped weights, refit their table."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:

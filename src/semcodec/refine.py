@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .entropy.compact import ContextModel
+from .entropy.compact import ContextModel, table_neighbours
 from .losses import ms_ssim_scales
 from .models.compnet import quantize_ste
 
@@ -49,9 +49,8 @@ class RefineConfig:
 def rate_model(table: np.ndarray) -> ContextModel:
     """A differentiable rate term with exactly the probabilities of the coder's integer table."""
     channels, _, levels = table.shape
-    model = ContextModel(channels, levels)
-    with torch.no_grad():
-        model.logits.copy_(torch.from_numpy(np.log(table.astype(np.float64))).float())
+    model = ContextModel(channels, levels, table_neighbours(table))
+    model.load_integer_table(table)
     model.requires_grad_(False)
     return model
 
@@ -66,7 +65,7 @@ def refine_latents(
 ) -> torch.Tensor:
     """Latents in (-1, 1) like CompNet's output t (1,C,h,w) that decode closer to target (1,3,H,W).
 
-    ``table`` is the compact coder's integer table (C, (L+1)^2, L): it fixes the levels and
+    ``table`` is the compact coder's integer table (C, (L+1)^n, L): it fixes the levels and
     prices the rate. Straight-through rounding lets the distortion see the quantised latents;
     the rate term differentiates the table's log-probabilities between the two nearest levels.
     """

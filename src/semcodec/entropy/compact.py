@@ -1,9 +1,11 @@
 """A2: context model and lossless coder of the compact representation's integer symbols.
 
 One probability model serves training and coding: a table of logits indexed by
-(channel, left neighbour, top neighbour). Training reads it as a differentiable rate term; export
-freezes it into an integer count table that travels with the model, and the coder uses only
-those integers, so every machine derives bit-identical probabilities.
+(channel, left neighbour, top neighbour[, top-right neighbour]). Training reads it as a
+differentiable rate term; export freezes it into an integer count table that travels with the
+model, and the coder uses only those integers, so every machine derives bit-identical
+probabilities. The number of neighbours (2 or 3) follows from the table's shape, so a model file
+says which context it was fitted with.
 """
 
 from __future__ import annotations
@@ -16,25 +18,41 @@ from ..errors import CorruptData
 from .rangecoder import categorical_family, decode_words, encode_words
 
 TABLE_PRECISION = 1 << 16  # integer counts per context sum to about this
+NEIGHBOURS = (2, 3)  # (left, top) or (left, top, top-right): all decoded before in raster order
 
 
-def context_index(symbols: np.ndarray, levels: int) -> np.ndarray:
-    """Context of every symbol of (C,h,w): left*(L+1)+top, with L standing for 'outside'."""
+def context_index(symbols: np.ndarray, levels: int, neighbours: int = 2) -> np.ndarray:
+    """Context of every symbol of (C,h,w): (left*(L+1)+top)[*(L+1)+top_right], L = 'outside'."""
     c, h, w = symbols.shape
     left = np.full((c, h, w), levels, np.int64)
     top = np.full((c, h, w), levels, np.int64)
     left[:, :, 1:] = symbols[:, :, :-1]
     top[:, 1:, :] = symbols[:, :-1, :]
-    return left * (levels + 1) + top
+    ctx = left * (levels + 1) + top
+    if neighbours == 3:
+        top_right = np.full((c, h, w), levels, np.int64)
+        top_right[:, 1:, :-1] = symbols[:, :-1, 1:]
+        ctx = ctx * (levels + 1) + top_right
+    return ctx
+
+
+def table_neighbours(table: np.ndarray) -> int:
+    """How many neighbours a (C, (L+1)^n, L) table conditions on; 0 if the shape fits none."""
+    if table.ndim != 3:
+        return 0
+    k = table.shape[-1] + 1
+    return next((n for n in NEIGHBOURS if table.shape[1] == k**n), 0)
 
 
 class ContextModel(nn.Module):
-    """Trainable categorical model p(symbol | channel, left, top) = softmax(logits)."""
+    """Trainable categorical model p(symbol | channel, neighbours) = softmax(logits)."""
 
-    def __init__(self, channels: int, levels: int):
+    def __init__(self, channels: int, levels: int, neighbours: int = 2):
         super().__init__()
-        self.channels, self.levels = channels, levels
-        self.logits = nn.Parameter(torch.zeros(channels, (levels + 1) ** 2, levels))
+        if neighbours not in NEIGHBOURS:
+            raise ValueError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours}")
+        self.channels, self.levels, self.neighbours = channels, levels, neighbours
+        self.logits = nn.Parameter(torch.zeros(channels, (levels + 1) ** neighbours, levels))
 
     def _contexts(self, hard: torch.Tensor) -> torch.Tensor:
         """Context indices (B,C,h,w) of hard symbols, computed without gradient."""
@@ -44,7 +62,12 @@ class ContextModel(nn.Module):
         top = torch.full_like(s, L)
         left[..., :, 1:] = s[..., :, :-1]
         top[..., 1:, :] = s[..., :-1, :]
-        return left * (L + 1) + top
+        ctx = left * (L + 1) + top
+        if self.neighbours == 3:
+            top_right = torch.full_like(s, L)
+            top_right[..., 1:, :-1] = s[..., :-1, 1:]
+            ctx = ctx * (L + 1) + top_right
+        return ctx
 
     def bits(self, y: torch.Tensor) -> torch.Tensor:
         """Total bits of continuous symbols y (B,C,h,w) in [0, L-1]; differentiable in y and logits.
@@ -74,12 +97,17 @@ class ContextModel(nn.Module):
     @torch.no_grad()
     def load_integer_table(self, table: np.ndarray) -> None:
         """Set the logits to a frozen table's log-probabilities (to fine-tune a shipped model)."""
+        if tuple(table.shape) != tuple(self.logits.shape):
+            raise ValueError(
+                f"table of shape {tuple(table.shape)} does not fit a context model of "
+                f"{self.neighbours} neighbours {tuple(self.logits.shape)}"
+            )
         t = torch.from_numpy(np.asarray(table, np.float64))
         self.logits.copy_(torch.log(t / t.sum(-1, keepdim=True)).float())
 
     @torch.no_grad()
     def integer_table(self) -> np.ndarray:
-        """Freeze the model into int32 counts (C, (L+1)^2, L), each at least 1."""
+        """Freeze the model into int32 counts (C, (L+1)^n, L), each at least 1."""
         p = torch.softmax(self.logits.double(), -1).numpy()
         return np.maximum(1, np.floor(p * TABLE_PRECISION)).astype(np.int32)
 
@@ -92,13 +120,16 @@ def _probabilities(table: np.ndarray, channel: np.ndarray, ctx: np.ndarray) -> n
 
 def validate_table(table: np.ndarray, channels: int, levels: int) -> None:
     """Reject a table whose shape does not match the representation it should code."""
+    n = table_neighbours(table)
     if (
-        table.shape != (channels, (levels + 1) ** 2, levels)
+        n == 0
+        or table.shape != (channels, (levels + 1) ** n, levels)
         or table.dtype != np.int32
         or table.min() < 1
     ):
         raise ValueError(
             f"compact table has shape {table.shape}, expected {(channels, (levels + 1) ** 2, levels)}"
+            f" or {(channels, (levels + 1) ** 3, levels)} with int32 counts >= 1"
         )
 
 
@@ -112,10 +143,20 @@ def encode_compact(symbols: np.ndarray, table: np.ndarray) -> bytes:
         raise ValueError("compact symbols out of range")
     if s.size == 0:
         return b""
-    ctx = context_index(s, levels).reshape(-1)
+    ctx = context_index(s, levels, table_neighbours(table)).reshape(-1)
     ch = np.repeat(np.arange(c), h * w)
     probs = _probabilities(table, ch, ctx)
     return encode_words(s.reshape(-1).astype(np.int32), categorical_family(), probs)
+
+
+def _above_context(row_above: np.ndarray | None, w: int, levels: int, n: int) -> np.ndarray:
+    """The part of each context of a row that comes from the row above (top[, top-right])."""
+    above = np.full(w + 1, levels, np.int64)
+    if row_above is not None:
+        above[:w] = row_above
+    if n == 2:
+        return above[:w]
+    return above[:w] * (levels + 1) + above[1:]
 
 
 def decode_compact(data: bytes, shape: tuple[int, int, int], table: np.ndarray) -> np.ndarray:
@@ -130,7 +171,8 @@ def decode_compact(data: bytes, shape: tuple[int, int, int], table: np.ndarray) 
         return out
     dec = decode_words(data, "compact layer")
     fam = categorical_family()
-    L1 = levels + 1
+    n = table_neighbours(table)
+    stride = (levels + 1) ** (n - 1)  # weight of 'left' in the context index
     norm = table.astype(np.float64)
     norm = norm / norm.sum(-1, keepdims=True)
     try:
@@ -138,11 +180,10 @@ def decode_compact(data: bytes, shape: tuple[int, int, int], table: np.ndarray) 
             tab = norm[k]
             plane = out[k]
             for i in range(h):
-                row_above = plane[i - 1] if i else None
+                rest = _above_context(plane[i - 1] if i else None, w, levels, n).tolist()
                 left = levels
                 for j in range(w):
-                    top = levels if row_above is None else int(row_above[j])
-                    sym = int(dec.decode(fam, tab[left * L1 + top][None])[0])
+                    sym = int(dec.decode(fam, tab[left * stride + rest[j]][None])[0])
                     plane[i, j] = sym
                     left = sym
     except (

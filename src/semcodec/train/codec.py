@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..entropy.compact import ContextModel
+from ..entropy.compact import ContextModel, table_neighbours
 from ..losses import (
     LossWeights,
     PerceptualLoss,
@@ -56,6 +56,7 @@ class CodecTrainConfig:
     crop: int = 128
     lr: float = 2e-4
     lr_context: float = 1e-2
+    context_neighbours: int = 2  # 2: (left, top); 3: + top-right (entropy/compact.py)
     warmup: int = 200  # linear learning-rate warm-up: Adam's first steps are sign-like and large
     weights: LossWeights = field(default_factory=LossWeights)
     bf16: bool = True
@@ -65,11 +66,11 @@ class CodecTrainConfig:
 class CodecNets(nn.Module):
     """The trainable parts of the base layer: CompNet, generator and compact context model."""
 
-    def __init__(self, compnet: str = "default", generator: str = "default"):
+    def __init__(self, compnet: str = "default", generator: str = "default", neighbours: int = 2):
         super().__init__()
         self.comp = CompNet(COMPNET_CONFIGS[compnet])
         self.gen = Generator(GENERATOR_CONFIGS[generator])
-        self.ctx = ContextModel(self.comp.cfg.out_channels, self.comp.cfg.levels)
+        self.ctx = ContextModel(self.comp.cfg.out_channels, self.comp.cfg.levels, neighbours)
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
         """Training forward pass with straight-through quantisation; x in [0, 1]."""
@@ -185,7 +186,7 @@ def train_codec(
     if seg_weights is not None:
         seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
     images, maps = _training_set(seg, photos, camvid, out, synthetic, rank)
-    nets = CodecNets(cfg.compnet, cfg.generator).to(device)
+    nets = CodecNets(cfg.compnet, cfg.generator, cfg.context_neighbours).to(device)
     disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
     perc_net = load_vgg19(str(vgg)) if vgg is not None else SegBackboneFeatures(seg.rgb.backbone)
     perc = PerceptualLoss(perc_net).to(device)
@@ -303,6 +304,12 @@ def init_from_bundle(nets: CodecNets, bundle_path: Path) -> tuple[int, float]:
     log-probabilities, so the rate term starts where the coder is.
     """
     bundle = load_bundle(str(bundle_path))
+    n = table_neighbours(bundle.compact_table)
+    if n != nets.ctx.neighbours:
+        raise click.UsageError(
+            f"{bundle_path} codes the compact layer with {n} context neighbours: "
+            f"train with --context-neighbours {n}"
+        )
     nets.comp.load_state_dict(bundle.comp.state_dict())
     nets.gen.load_state_dict(bundle.gen.state_dict())
     nets.ctx.load_integer_table(bundle.compact_table)
@@ -379,6 +386,13 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
     default=None,
     help="fine-tune from a model bundle (models/*.pt) when the run has no checkpoint yet",
 )
+@click.option(
+    "--context-neighbours",
+    type=click.Choice(["2", "3"]),
+    default="2",
+    show_default=True,
+    help="neighbours of the compact layer's context model: left, top (2) and top-right (3)",
+)
 @click.option("--bf16/--no-bf16", default=True, show_default=True)
 @click.option("--synthetic", is_flag=True, help="tiny synthetic data (smoke tests)")
 @click.option("--tiny", is_flag=True, help="tiny networks (smoke tests)")
@@ -401,6 +415,7 @@ def codec_command(
     vgg,
     resume,
     init_bundle,
+    context_neighbours,
     bf16,
     synthetic,
     tiny,
@@ -421,6 +436,7 @@ def codec_command(
         lr=lr,
         weights=w,
         bf16=bf16,
+        context_neighbours=int(context_neighbours),
     )
     out.mkdir(parents=True, exist_ok=True)
     train_codec(

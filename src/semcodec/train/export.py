@@ -23,7 +23,11 @@ def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "def
         {k: v.float() if v.is_floating_point() else v for k, v in seg_weights.items()}
     )
     cfg = json.loads(codec_state.get("config", "{}"))
-    nets = CodecNets(cfg.get("compnet", "default"), cfg.get("generator", "default"))
+    nets = CodecNets(
+        cfg.get("compnet", "default"),
+        cfg.get("generator", "default"),
+        cfg.get("context_neighbours", 2),
+    )
     nets.load_state_dict(codec_state["nets"])
     spec = BundleSpec(
         name,
