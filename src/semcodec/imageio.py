@@ -26,12 +26,25 @@ from semcodec.container import Limits
 from semcodec.errors import SemcodecError, UnsupportedInput
 
 __all__ = [
+    "IMAGE_SUFFIXES",
     "LoadedImage",
     "OutputExists",
     "atomic_write_bytes",
+    "list_images",
     "load_image",
     "save_image",
 ]
+
+#: File suffixes taken as images when a folder is read (benchmarks, training, table fitting).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".ppm")
+
+
+def list_images(directory: Path | str, limit: int | None = None) -> list[Path]:
+    """Image files in a directory, sorted by name, optionally the first ``limit``."""
+    d = Path(directory)
+    files = sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    return files[:limit] if limit else files
+
 
 _ORIENTATION_TAG = 0x0112
 _SWAPPING_ORIENTATIONS = (5, 6, 7, 8)

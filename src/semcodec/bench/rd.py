@@ -69,6 +69,7 @@ from PIL import Image
 from semcodec.bench.bdrate import METHODS, bd_dist_result, bd_rate_result
 from semcodec.bench.codecs import CodecAdapter, Setting, get_codec, settings_or_default
 from semcodec.bench.metrics import ms_ssim, msssim_scales, psnr
+from semcodec.imageio import IMAGE_SUFFIXES, list_images
 
 __all__ = [
     "SCHEMA",
@@ -100,7 +101,6 @@ METRIC_THREADS = 1
 METRICS: tuple[str, ...] = ("psnr", "msssim_db")
 #: Layers of a semcodec file as the report names them (``container`` = header, table, CRCs).
 LAYERS: tuple[str, ...] = ("map", "compact", "residual", "container")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".ppm")
 CSV_FIELDS = (
     "image",
     "width",
@@ -162,13 +162,6 @@ class ProgressBar:
         if self.enabled:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def list_images(directory: Path | str, limit: int | None = None) -> list[Path]:
-    """Image files in a directory, sorted by name, optionally the first ``limit``."""
-    d = Path(directory)
-    files = sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-    return files[:limit] if limit else files
 
 
 def load_rgb(path: Path | str) -> np.ndarray:

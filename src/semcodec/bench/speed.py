@@ -80,7 +80,6 @@ DECODE_STAGES: tuple[str, ...] = (
     "residual_coding",
     "other",
 )
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".ppm")
 
 
 # ----- environment (parent side: light imports only) -------------------------------------------
@@ -155,14 +154,6 @@ def default_weights_available() -> bool:
     except ModuleNotFoundError:
         return False
     return any(p.name.startswith("default-") and p.name.endswith(".pt") for p in folder.iterdir())
-
-
-def _list_images(directory: Path, limit: int | None) -> list[Path]:
-    """Image files of a directory, sorted by name (same rule as the RD benchmark)."""
-    files = sorted(
-        p for p in directory.iterdir() if p.is_file() and p.suffix.lower() in _IMAGE_SUFFIXES
-    )
-    return files[:limit] if limit else files
 
 
 # ----- child processes ------------------------------------------------------------------------
@@ -734,7 +725,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.images.is_dir():
         print(f"error: {args.images} is not a directory", file=sys.stderr)
         return 2
-    images = _list_images(args.images, args.limit)
+    from semcodec.imageio import list_images  # the parent keeps light imports
+
+    images = list_images(args.images, args.limit)
     if not images:
         print(f"error: no images in {args.images}", file=sys.stderr)
         return 2

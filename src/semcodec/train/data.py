@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from ..imageio import list_images
 from ..models.segmentation import VOID
 
 
@@ -26,8 +27,7 @@ def read_split(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 def read_photos(folder: Path, limit: int | None = None) -> list[np.ndarray]:
     """Load every image in a folder as RGB uint8 arrays (sizes may differ)."""
-    exts = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"}
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in exts)[:limit]
+    files = list_images(folder)[:limit]
     return [np.asarray(Image.open(p).convert("RGB")) for p in files]
 
 

@@ -18,6 +18,7 @@ import click
 import numpy as np
 
 from ..entropy.compact import TABLE_PRECISION, context_index, table_neighbours, validate_table
+from ..imageio import list_images
 from ..zoo import load_bundle, save_bundle
 
 DEFAULT_ALPHA = 0.2  # additive smoothing; chosen on 50 held-out training photos (not Kodak)
@@ -117,8 +118,7 @@ def refit_bundle(
 )
 def fit_table_command(bundle_path, photos, limit, neighbours, alpha, dest):
     """Refit a bundle's compact context table by counting symbols on training photos."""
-    exts = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"}
-    files = sorted(p for p in photos.iterdir() if p.suffix.lower() in exts)[:limit]
+    files = list_images(photos, limit)
     if not files:
         raise click.UsageError(f"no images in {photos}")
     out = refit_bundle(bundle_path, files, dest, int(neighbours), alpha, str(photos))
