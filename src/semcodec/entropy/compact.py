@@ -21,19 +21,27 @@ TABLE_PRECISION = 1 << 16  # integer counts per context sum to about this
 NEIGHBOURS = (2, 3)  # (left, top) or (left, top, top-right): all decoded before in raster order
 
 
-def context_index(symbols: np.ndarray, levels: int, neighbours: int = 2) -> np.ndarray:
-    """Context of every symbol of (C,h,w): (left*(L+1)+top)[*(L+1)+top_right], L = 'outside'."""
-    c, h, w = symbols.shape
-    left = np.full((c, h, w), levels, np.int64)
-    top = np.full((c, h, w), levels, np.int64)
-    left[:, :, 1:] = symbols[:, :, :-1]
-    top[:, 1:, :] = symbols[:, :-1, :]
+def _contexts(s, levels: int, neighbours: int, full_like):
+    """(left*(L+1)+top)[*(L+1)+top_right] over the last two axes, L = 'outside'.
+
+    One definition for the coder (numpy) and the training rate term (torch), so both index the
+    same table entry for every symbol.
+    """
+    left = full_like(s, levels)
+    top = full_like(s, levels)
+    left[..., :, 1:] = s[..., :, :-1]
+    top[..., 1:, :] = s[..., :-1, :]
     ctx = left * (levels + 1) + top
     if neighbours == 3:
-        top_right = np.full((c, h, w), levels, np.int64)
-        top_right[:, 1:, :-1] = symbols[:, :-1, 1:]
+        top_right = full_like(s, levels)
+        top_right[..., 1:, :-1] = s[..., :-1, 1:]
         ctx = ctx * (levels + 1) + top_right
     return ctx
+
+
+def context_index(symbols: np.ndarray, levels: int, neighbours: int = 2) -> np.ndarray:
+    """Context of every symbol of (C,h,w), int64 (see ``_contexts``)."""
+    return _contexts(np.asarray(symbols, np.int64), levels, neighbours, np.full_like)
 
 
 def table_neighbours(table: np.ndarray) -> int:
@@ -56,18 +64,7 @@ class ContextModel(nn.Module):
 
     def _contexts(self, hard: torch.Tensor) -> torch.Tensor:
         """Context indices (B,C,h,w) of hard symbols, computed without gradient."""
-        L = self.levels
-        s = hard.detach().long()
-        left = torch.full_like(s, L)
-        top = torch.full_like(s, L)
-        left[..., :, 1:] = s[..., :, :-1]
-        top[..., 1:, :] = s[..., :-1, :]
-        ctx = left * (L + 1) + top
-        if self.neighbours == 3:
-            top_right = torch.full_like(s, L)
-            top_right[..., 1:, :-1] = s[..., :-1, 1:]
-            ctx = ctx * (L + 1) + top_right
-        return ctx
+        return _contexts(hard.detach().long(), self.levels, self.neighbours, torch.full_like)
 
     def bits(self, y: torch.Tensor) -> torch.Tensor:
         """Total bits of continuous symbols y (B,C,h,w) in [0, L-1]; differentiable in y and logits.
