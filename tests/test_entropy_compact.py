@@ -113,10 +113,11 @@ def test_refit_bundle_keeps_the_networks_and_changes_only_the_compact_layer(tmp_
         np.repeat(np.repeat(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8), 8, 0), 8, 1)
         for _ in range(3)
     ]
-    out = refit_bundle(src, images, tmp_path / "fit", neighbours=3)
+    out, fit = refit_bundle(src, images, tmp_path / "fit", neighbours=3)
     fitted = load_bundle(str(out))
     assert table_neighbours(fitted.compact_table) == 3
     assert fitted.info["compact_table"]["neighbours"] == 3
+    assert fitted.info["compact_table"] == fit
     for a, b in ((tiny.comp, fitted.comp), (tiny.gen, fitted.gen), (tiny.seg, fitted.seg)):
         for (k, v), w in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
             assert torch.equal(v.half().float(), w), k

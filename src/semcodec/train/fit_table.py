@@ -32,6 +32,16 @@ def collect_symbols(model: str, images: Iterable[Path | np.ndarray]) -> list[np.
     return [codec.analyse(im).symbols for im in images]
 
 
+def _table_indices(
+    s: np.ndarray, levels: int, neighbours: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(channel, context, symbol) of every symbol of (C,h,w), flat: where it sits in a table."""
+    s = np.asarray(s, np.int64)
+    ctx = context_index(s, levels, neighbours)
+    ch = np.broadcast_to(np.arange(s.shape[0])[:, None, None], s.shape)
+    return ch.ravel(), ctx.ravel(), s.ravel()
+
+
 def count_table(
     symbols: Sequence[np.ndarray], levels: int, neighbours: int, alpha: float = DEFAULT_ALPHA
 ) -> np.ndarray:
@@ -41,10 +51,7 @@ def count_table(
     channels = symbols[0].shape[0]
     counts = np.zeros((channels, (levels + 1) ** neighbours, levels), np.float64)
     for s in symbols:
-        s = np.asarray(s, np.int64)
-        ctx = context_index(s, levels, neighbours)
-        ch = np.broadcast_to(np.arange(channels)[:, None, None], s.shape)
-        np.add.at(counts, (ch.ravel(), ctx.ravel(), s.ravel()), 1.0)
+        np.add.at(counts, _table_indices(s, levels, neighbours), 1.0)
     p = (counts + alpha) / (counts + alpha).sum(-1, keepdims=True)
     table = np.maximum(1, np.floor(p * TABLE_PRECISION)).astype(np.int32)
     validate_table(table, channels, levels)
@@ -57,13 +64,7 @@ def table_bits(symbols: Sequence[np.ndarray], table: np.ndarray) -> float:
     n = table_neighbours(table)
     p = table.astype(np.float64)
     p = p / p.sum(-1, keepdims=True)
-    total = 0.0
-    for s in symbols:
-        s = np.asarray(s, np.int64)
-        ctx = context_index(s, levels, n)
-        ch = np.broadcast_to(np.arange(s.shape[0])[:, None, None], s.shape)
-        total -= np.log2(p[ch.ravel(), ctx.ravel(), s.ravel()]).sum()
-    return float(total)
+    return float(-sum(np.log2(p[_table_indices(s, levels, n)]).sum() for s in symbols))
 
 
 def refit_bundle(
@@ -73,8 +74,11 @@ def refit_bundle(
     neighbours: int = 3,
     alpha: float = DEFAULT_ALPHA,
     source: str = "",
-) -> Path:
-    """Write '<dest>/<name>-<sha8>.pt': the same networks with a counted compact table."""
+) -> tuple[Path, dict]:
+    """Write '<dest>/<name>-<sha8>.pt': the same networks with a counted compact table.
+
+    Returns the path and the fit's record (also stored as ``info["compact_table"]``).
+    """
     bundle = load_bundle(str(bundle_path))
     symbols = collect_symbols(str(bundle_path), images)
     table = count_table(symbols, bundle.levels, neighbours, alpha)
@@ -89,7 +93,8 @@ def refit_bundle(
         "bits_after": table_bits(symbols, table),
     }
     dest.mkdir(parents=True, exist_ok=True)
-    return save_bundle(dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, table, info)
+    path = save_bundle(dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, table, info)
+    return path, info["compact_table"]
 
 
 @click.command("fit-table")
@@ -121,8 +126,7 @@ def fit_table_command(bundle_path, photos, limit, neighbours, alpha, dest):
     files = list_images(photos, limit)
     if not files:
         raise click.UsageError(f"no images in {photos}")
-    out = refit_bundle(bundle_path, files, dest, int(neighbours), alpha, str(photos))
-    fit = load_bundle(str(out)).info["compact_table"]
+    out, fit = refit_bundle(bundle_path, files, dest, int(neighbours), alpha, str(photos))
     click.echo(
         f"wrote {out}: compact layer of the {len(files)} fitted images "
         f"{fit['bits_before'] / 8:.0f} -> {fit['bits_after'] / 8:.0f} bytes "
