@@ -28,15 +28,13 @@ from click.testing import CliRunner
 from PIL import Image
 
 import semcodec
-from semcodec import container
+from semcodec import container, zoo
 from semcodec.cli import cli
 from semcodec.codec import (
     DEFAULT_TILING,
     Codec,
     Tiling,
     _pad_rgb,
-    _seg_backbones,
-    _seg_head,
     get_codec,
 )
 from semcodec.errors import CorruptData, ModelError, SemcodecError
@@ -462,6 +460,7 @@ def test_tiled_generator_is_exact(codec: Codec):
     last = bundle.gen.body[-2]
     torch.nn.init.normal_(last.weight, 0, 0.05)
     torch.nn.init.normal_(last.bias, 0, 0.05)
+    bundle.fixed = zoo.fix_random(bundle.spec, bundle.gen, bundle.levels)
     rng = np.random.default_rng(1)
     symbols = rng.integers(0, bundle.levels, (3, 19, 25))
     labels = rng.integers(0, bundle.num_classes, (19, 25)).astype(np.uint8)
@@ -478,24 +477,29 @@ def test_tiled_generator_is_exact(codec: Codec):
 
 @pytest.mark.parametrize("bf16", [False, True])
 def test_split_segmentation_equals_the_network(codec: Codec, bf16: bool):
-    """Backbones + global head (tiled path) compute exactly SegNet.logits_lowres."""
+    """Backbones, then heads, then fusion (the codec's parallel path) compute SegNet.logits_lowres."""
     seg = codec.bundle.seg
     x = torch.rand(1, 3, 48, 64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        assert torch.equal(_seg_head(seg, *_seg_backbones(seg, x)), seg.logits_lowres(x))
+        rgb, gray = seg.branch_inputs(x)
+        split = seg.fuse(seg.rgb.head(seg.rgb.backbone(rgb)), seg.gray.head(seg.gray.backbone(gray)))
+        assert torch.equal(split, seg.logits_lowres(x))
 
 
 def test_tiled_pipeline_agrees_with_untiled(codec: Codec):
     """Small tiles on a small photo: no seams, and close to the untiled result (numbers printed).
 
-    CompNet sees the same labels identically (its reach is < 64 px); the segmentation net's
+    CompNet's reach is < 64 px, so tiled symbols are the untiled ones up to float rounding:
+    the kernels of a tile and of the whole image may add in another order (they do on AVX2),
+    which moves a value that lies on a rounding boundary by one level. The segmentation net's
     recurrent head runs on the whole stitched map, so only its tiled backbones differ a little.
     """
     img = photo(200, 152)
     tiled = Codec("tiny", tiling=Tiling(64, 64, 0))
     rgb = _pad_rgb(img)
     labels = codec.semantic_map(rgb)
-    assert np.array_equal(tiled.compact(rgb, labels), codec.compact(rgb, labels))
+    diff = np.abs(tiled.compact(rgb, labels) - codec.compact(rgb, labels))
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.005
     label_agreement = float((tiled.semantic_map(rgb) == labels).mean())
     du, dt = codec.encode(img, 60, "native"), tiled.encode(img, 60, "native")
     base_u = np.asarray(codec.decode(du, "base").image)

@@ -1053,10 +1053,12 @@ def eval_seg(
         "codec": ("semcodec.train.codec", "codec_command"),
         "export": ("semcodec.train.export", "export_command"),
         "fit-table": ("semcodec.train.fit_table", "fit_table_command"),
+        "fix-generator": ("semcodec.train.fix_generator", "fix_generator_command"),
     },
 )
 def train_group() -> None:
-    """Train the segmentation network or the codec, export shipped weights, refit their table."""
+    """Train the segmentation network or the codec, export shipped weights, refit their table,
+    put the generator on its integer grid."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:

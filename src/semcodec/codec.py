@@ -12,7 +12,6 @@ exactly the same tiles and the encoder's residual is computed against the decode
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import math
 import time
@@ -27,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from . import container, zoo
+from . import container, runtime, zoo
 from .container import Header, LayerKind, Limits
 from .entropy.compact import decode_compact, encode_compact
 from .entropy.residual import backend_by_code, get_backend
@@ -52,6 +51,8 @@ MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/
 _MAP_MIN_BITS = math.log2(2048 / 2047)
 _PLAUSIBLE = 0.5  # safety factor on those lower bounds (rounding, coder flush)
 _MAP_MODE_CODED = 0x01
+COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
+BANDS_2, BANDS_4 = 1 << 11, 1 << 14  # core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
 
 
 @dataclass(frozen=True)
@@ -191,54 +192,24 @@ def _pil_pixel_limit(limits: Limits) -> Iterator[None]:
             Image.MAX_IMAGE_PIXELS = previous
 
 
-@contextlib.contextmanager
-def _single_thread(enabled: bool) -> Iterator[None]:
-    """Run the networks on one intra-op thread: oneDNN's float results (and so argmax labels,
-    quantised symbols and rounded pixels) change with the thread count, the files must not."""
-    previous = torch.get_num_threads()
-    if not enabled or previous == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+def _bands(core: tuple[int, int, int, int], ctx: tuple[int, int, int, int]) -> list[Region]:
+    """Cut a region (1/8 units) into row bands for parallel CompNet runs; by size alone.
 
-
-def _has_split_head(seg: torch.nn.Module) -> bool:
-    """Whether the segmentation net has the layout _seg_backbones/_seg_head rely on."""
-    names = ("backbone", "coord", "renet1", "renet2", "pyramid")
-    return all(hasattr(b, n) for b in (seg.rgb, seg.gray) for n in names) and hasattr(seg, "fusion")
-
-
-def _seg_backbones(seg: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """SegNet.logits_lowres up to the backbones: RGB and gray branch features at 1/8."""
-    gray = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand(-1, 3, -1, -1)
-    return seg.rgb.backbone((x - seg.mean) / seg.std), seg.gray.backbone(
-        (gray - seg.mean) / seg.std
-    )
-
-
-def _seg_head(seg: torch.nn.Module, rgb: torch.Tensor, gray: torch.Tensor) -> torch.Tensor:
-    """The rest of SegNet.logits_lowres: each branch's ReNet head and pyramid, then the fusion."""
-
-    def head(branch: torch.nn.Module, f: torch.Tensor) -> torch.Tensor:
-        f = branch.renet1(branch.coord(f))
-        return branch.pyramid(branch.renet2(branch.coord(f)))
-
-    return seg.fusion[0] * head(seg.rgb, rgb) + seg.fusion[1] * head(seg.gray, gray)
-
-
-def _pinned(method: Callable[..., T]) -> Callable[..., T]:
-    """Run a network method of Codec under _single_thread(self.deterministic)."""
-
-    @functools.wraps(method)
-    def wrapper(self: Codec, *args, **kwargs) -> T:
-        with _single_thread(self.deterministic):
-            return method(self, *args, **kwargs)
-
-    return wrapper
+    Each band keeps COMPNET_MARGIN blocks of context above and below (CompNet sees 34 pixels
+    around each symbol), so its symbols are those of the whole region up to float rounding.
+    """
+    y0, y1, x0, x1 = core
+    area = (y1 - y0) * (x1 - x0)
+    parts = 4 if area >= BANDS_4 else 2 if area >= BANDS_2 else 1
+    parts = min(parts, max(1, (y1 - y0) // (2 * COMPNET_MARGIN)))
+    cuts = [y0 + (y1 - y0) * i // parts for i in range(parts + 1)]
+    return [
+        Region(
+            (a, b, x0, x1),
+            (max(ctx[0], a - COMPNET_MARGIN), min(ctx[1], b + COMPNET_MARGIN), ctx[2], ctx[3]),
+        )
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
 
 
 def _resolve_model(model: str) -> str:
@@ -258,19 +229,21 @@ class Codec:
     def __init__(
         self,
         model: str = "default",
-        bf16: bool = True,
+        bf16: bool | None = None,
         limits: Limits | None = None,
         tiling: Tiling | None = None,
         deterministic: bool = True,
         refine: RefineConfig | None = None,
     ):
-        """deterministic=False lets the networks use torch's thread count: faster on many cores,
-        but files and decoded pixels may then differ between thread counts (see robustness.md).
-        refine sets the encoder's latent refinement (see refine.py); the default is off."""
+        """bf16=None autocasts the encoder networks to bf16 only where that is native and
+        faster (runtime.bf16_decision). deterministic=False lets the encoder networks use
+        torch's intra-op threads instead of the fixed split of work (runtime.run_parallel):
+        files may then differ between thread counts. refine sets the encoder's latent
+        refinement (see refine.py); the default is off."""
         self.bundle: ModelBundle = load_bundle(_resolve_model(model))
         self.refine = refine if refine is not None else RefineConfig()
         self.deterministic = deterministic
-        self.bf16 = bf16
+        self.bf16 = runtime.bf16_decision().use if bf16 is None else bool(bf16)
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING
         self.timings: dict[str, float] = {}  # wall seconds per stage of the last encode/decode
@@ -279,97 +252,161 @@ class Codec:
         # fewest bits any compact symbol can cost: bounds the payload a given image size needs
         self._compact_min_bits = float(-np.log2((table / table.sum(-1, keepdims=True)).max()))
 
+    def _run(self, tasks: list[Callable[[], T]]) -> list[T]:
+        """Encoder work: a fixed split on one thread per piece, or plain intra-op threads."""
+        if self.deterministic:
+            return runtime.run_parallel(tasks)
+        return [t() for t in tasks]
+
     # ----- encoder -------------------------------------------------------------------------
     @torch.no_grad()
-    @_pinned
     def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
         """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image.
 
-        Tiled images: the convolutional backbones run tile by tile, but the recurrent head (ReNet
-        GRUs sweeping whole rows and columns, coordinate channels) runs once on the stitched
-        1/8-resolution features, as in an untiled run, so labels do not change at tile borders.
-        Above SEG_HEAD_MAX map positions the whole network runs per tile (bounded memory).
+        The RGB and grayscale branches run side by side. Tiled images: the convolutional
+        backbones run tile by tile, but the recurrent head (ReNet GRUs sweeping whole rows and
+        columns, coordinate channels) runs once on the stitched 1/8-resolution features, as in
+        an untiled run. Above SEG_HEAD_MAX map positions the whole network runs per tile.
         """
         ph, pw = rgb.shape[:2]
         mh, mw = ph // MULTIPLE, pw // MULTIPLE
         regions = self.tiling.regions(ph, pw)
         seg = self.bundle.seg
-        if len(regions) == 1 or mh * mw > SEG_HEAD_MAX or not _has_split_head(seg):
+        bf16 = self.bf16
+
+        def tile(r: Region) -> torch.Tensor:
+            (cy0, cy1, cx0, cx1) = _blocks(r.ctx)
+            return _to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
+
+        def backbone(branch: torch.nn.Module, r: Region, i: int) -> Callable[[], torch.Tensor]:
+            def run() -> torch.Tensor:
+                with torch.no_grad(), _bf16(bf16):
+                    return branch.backbone(seg.branch_inputs(tile(r))[i])
+
+            return run
+
+        def head(branch: torch.nn.Module, f: torch.Tensor) -> Callable[[], torch.Tensor]:
+            def run() -> torch.Tensor:
+                with torch.no_grad(), _bf16(bf16):
+                    return branch.head(f).float()
+
+            return run
+
+        def whole_branch(branch: torch.nn.Module, i: int) -> Callable[[], torch.Tensor]:
+            def run() -> torch.Tensor:
+                with torch.no_grad(), _bf16(bf16):
+                    return branch(seg.branch_inputs(tile(regions[0]))[i]).float()
+
+            return run
+
+        branches = (seg.rgb, seg.gray)
+        if len(regions) == 1:
+            a, b = self._run([whole_branch(br, i) for i, br in enumerate(branches)])
+            # inputs under MIN_SIDE were grown by edge replication: crop back to the map
+            return seg.fuse(a, b)[0, :, :mh, :mw].argmax(0).numpy().astype(np.uint8)
+        if mh * mw > SEG_HEAD_MAX:  # bounded memory: the whole network per tile, in turn
             labels = np.empty((mh, mw), np.uint8)
             for r in regions:
-                (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
-                x = _to_tensor(
-                    rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE]
-                )
-                with _bf16(self.bf16):
-                    logits = seg.logits_lowres(x)
-                lab = logits.float()[0].argmax(0).numpy().astype(np.uint8)
+                (y0, y1, x0, x1), (cy0, _, cx0, _) = _blocks(r.core), _blocks(r.ctx)
+                a, b = self._run([backbone(br, r, i) for i, br in enumerate(branches)])
+                a, b = self._run([head(seg.rgb, a), head(seg.gray, b)])
+                lab = seg.fuse(a, b)[0].argmax(0).numpy()
                 labels[y0:y1, x0:x1] = lab[y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
             return labels
-        feats: list[torch.Tensor] = []
-        for r in regions:
-            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
-            x = _to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
-            with _bf16(self.bf16):
-                parts = _seg_backbones(seg, x)
-            if not feats:
-                feats = [torch.empty((1, f.shape[1], mh, mw), dtype=f.dtype) for f in parts]
-            for whole, f in zip(feats, parts, strict=True):
+        parts = self._run([backbone(br, r, i) for i, br in enumerate(branches) for r in regions])
+        feats = []
+        for i in range(2):
+            mine = parts[i * len(regions) : (i + 1) * len(regions)]
+            whole = torch.empty((1, mine[0].shape[1], mh, mw), dtype=mine[0].dtype)
+            for r, f in zip(regions, mine, strict=True):
+                (y0, y1, x0, x1), (cy0, _, cx0, _) = _blocks(r.core), _blocks(r.ctx)
                 whole[:, :, y0:y1, x0:x1] = f[:, :, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
-            del parts
-        with _bf16(self.bf16):
-            logits = _seg_head(seg, *feats)
+            feats.append(whole)
+        del parts
+        a, b = self._run([head(seg.rgb, feats[0]), head(seg.gray, feats[1])])
         del feats
-        return logits.float()[0].argmax(0).numpy().astype(np.uint8)
+        return seg.fuse(a, b)[0].argmax(0).numpy().astype(np.uint8)
 
     @torch.no_grad()
-    @_pinned
     def compact(
         self, rgb: np.ndarray, labels: np.ndarray, refine: RefineConfig | None = None
     ) -> np.ndarray:
-        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map, tile by tile."""
+        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map.
+
+        CompNet runs per tile and, within a tile, in row bands (``_bands``) side by side.
+        """
         refine = refine if refine is not None else self.refine
         ph, pw = rgb.shape[:2]
         c = self.bundle.comp.cfg.out_channels
         symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
-        for r in self.tiling.regions(ph, pw):
-            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
-            x = _to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
-            lab = _grow(labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE)
-            lab_t = torch.from_numpy(lab.astype(np.int64))[None]
-            with _bf16(self.bf16):
-                t = self.bundle.comp(x, lab_t).float()
-            t = refine_latents(t, x, lab_t, self.bundle.gen, self.bundle.compact_table, refine)
-            q = quantize(t, self.bundle.levels)[0].numpy()
+        pieces = [
+            band
+            for r in self.tiling.regions(ph, pw)
+            for band in _bands(_blocks(r.core), _blocks(r.ctx))
+        ]
+        bundle, bf16 = self.bundle, self.bf16
+
+        def piece(r: Region) -> Callable[[], np.ndarray]:
+            def run() -> np.ndarray:
+                cy0, cy1, cx0, cx1 = r.ctx
+                x = _to_tensor(
+                    rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE]
+                )
+                lab = _grow(
+                    labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE
+                )
+                lab_t = torch.from_numpy(lab.astype(np.int64))[None]
+                with torch.no_grad(), _bf16(bf16):
+                    t = bundle.comp(x, lab_t).float()
+                t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
+                return quantize(t, bundle.levels)[0].numpy()
+
+            return run
+
+        for r, q in zip(pieces, self._run([piece(r) for r in pieces]), strict=True):
+            (y0, y1, x0, x1), (cy0, _, cx0, _) = r.core, r.ctx
             symbols[:, y0:y1, x0:x1] = q[:, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
         return symbols
 
     @torch.no_grad()
-    @_pinned
     def reconstruct(
         self, symbols: np.ndarray, labels: np.ndarray, crop: tuple[int, int]
     ) -> np.ndarray:
-        """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (fp32, tiled)."""
+        """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (tiled).
+
+        The integer-grid generator (models/fixed.py) gives the same pixels on every CPU and
+        thread count, so it uses all of torch's threads; a bundle without one (e.g. the
+        ``paper`` configuration) runs its float generator on one thread.
+        """
         _, mh, mw = symbols.shape
         h, w = crop
         out = np.empty((h, w, 3), np.uint8)
+        fixed_gen = self.bundle.fixed
         for r in self.tiling.regions(mh * MULTIPLE, mw * MULTIPLE):
             (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
             if y0 * MULTIPLE >= h or x0 * MULTIPLE >= w:
                 continue  # a core made only of padding
             gh, gw = max(cy1 - cy0, MIN_SIDE // MULTIPLE), max(cx1 - cx0, MIN_SIDE // MULTIPLE)
-            sym = _grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw)
-            lab = _grow(labels[cy0:cy1, cx0:cx1], gh, gw)
-            t = dequantize(torch.from_numpy(sym.astype(np.int64))[None], self.bundle.levels)
-            lab_t = torch.from_numpy(lab.astype(np.int64))[None]
-            v, _base = self.bundle.gen(t, lab_t, (gh * MULTIPLE, gw * MULTIPLE))
+            sym = torch.from_numpy(_grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
+            lab_t = torch.from_numpy(_grow(labels[cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
+            if fixed_gen is not None:
+                v = fixed_gen.forward(sym[None], lab_t[None])[0]
+            else:
+                v = self._float_generator(sym[None], lab_t[None], (gh * MULTIPLE, gw * MULTIPLE))
             oy0, ox0 = y0 * MULTIPLE, x0 * MULTIPLE
             oy1, ox1 = min(y1 * MULTIPLE, h), min(x1 * MULTIPLE, w)
             ty, tx = oy0 - cy0 * MULTIPLE, ox0 - cx0 * MULTIPLE
-            v = v[0, :, ty : ty + oy1 - oy0, tx : tx + ox1 - ox0]
-            v = ((v.clamp(-1, 1) + 1) * 127.5).round()
-            out[oy0:oy1, ox0:ox1] = v.permute(1, 2, 0).numpy().astype(np.uint8)
+            v = v[:, ty : ty + oy1 - oy0, tx : tx + ox1 - ox0]
+            out[oy0:oy1, ox0:ox1] = v.permute(1, 2, 0).numpy()
         return out
+
+    def _float_generator(
+        self, sym: torch.Tensor, lab: torch.Tensor, size: tuple[int, int]
+    ) -> torch.Tensor:
+        """uint8 (3,H,W) of a float generator, on one thread (reproducible on one machine only)."""
+        with runtime.single_thread():
+            v, _base = self.bundle.gen(dequantize(sym, self.bundle.levels), lab, size)
+        return ((v[0].clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
 
     def encode(
         self,

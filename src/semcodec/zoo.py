@@ -20,7 +20,9 @@ import torch
 
 from .entropy.compact import ContextModel, validate_table
 from .errors import ModelError
+from .models import fixed
 from .models.compnet import COMPNET_CONFIGS, CompNet
+from .models.fixed import FixedGenerator
 from .models.generator import GENERATOR_CONFIGS, Generator
 from .models.segmentation import SEG_CONFIGS, SegNet
 
@@ -64,6 +66,7 @@ class ModelBundle:
     compact_table: np.ndarray
     hash: str
     info: dict
+    fixed: FixedGenerator | None = None  # the decoder's integer-grid generator (models/fixed.py)
 
     @property
     def name(self) -> str:
@@ -110,8 +113,10 @@ def serialize_bundle(
     table: np.ndarray,
     info: dict | None = None,
     half: bool = True,
+    fixed_state: dict[str, torch.Tensor] | None = None,
 ) -> bytes:
-    """The weights file: fp16 state dicts, the int32 compact table and the configurations."""
+    """The weights file: fp16 state dicts, the int32 compact table, the configurations and
+    the integer generator table the decoder runs (where the generator has one)."""
 
     def pack(m: torch.nn.Module) -> dict[str, torch.Tensor]:
         return {
@@ -128,14 +133,18 @@ def serialize_bundle(
         "gen": pack(gen),
         "compact_table": torch.from_numpy(table.astype(np.int32)),
     }
+    if fixed_state is not None:
+        obj["gen_fixed"] = {k: v.contiguous() for k, v in fixed_state.items()}
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
 
 
-def save_bundle(path: Path, spec: BundleSpec, seg, comp, gen, table, info=None) -> Path:
+def save_bundle(
+    path: Path, spec: BundleSpec, seg, comp, gen, table, info=None, fixed_state=None
+) -> Path:
     """Write a bundle as '<dir>/<name>-<sha8>.pt' and return the path."""
-    data = serialize_bundle(spec, seg, comp, gen, table, info)
+    data = serialize_bundle(spec, seg, comp, gen, table, info, fixed_state=fixed_state)
     path = Path(path)
     target = path / f"{spec.name}-{state_hash(data)[:8]}.pt" if path.is_dir() else path
     target.write_bytes(data)
@@ -163,15 +172,41 @@ def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
     h = state_hash(data)
     if spec.weights and not spec.weights.removesuffix(".pt").endswith(h[:8]):
         raise ModelError(f"model weights {path.name} do not match their recorded hash {h[:8]}")
-    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, json.loads(obj["info"]))
+    gen_fixed = _load_fixed(obj.get("gen_fixed"), path.name)
+    info = json.loads(obj["info"])
+    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, info, gen_fixed)
+
+
+def _load_fixed(state: dict | None, name: str) -> FixedGenerator | None:
+    """The stored integer generator table, checked against fp32's exact range."""
+    if state is None:
+        return None
+    try:
+        gen_fixed = FixedGenerator(state)
+        gen_fixed.check()
+    except (KeyError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"model weights {name}: bad integer generator table ({exc})") from None
+    return gen_fixed
+
+
+def fix_random(spec: BundleSpec, gen: Generator, levels: int) -> FixedGenerator | None:
+    """The integer generator of a bundle without photos: grids from seeded synthetic inputs."""
+    if not fixed.supports(gen):
+        return None
+    cal = fixed.synthetic_calibration(
+        gen.cfg.compact_channels, levels, gen.cfg.num_classes, seed=spec.seed
+    )
+    return fixed.from_float(gen, levels, cal)
 
 
 def _load_random(spec: BundleSpec) -> ModelBundle:
     """A seeded random-initialised bundle (tests); its hash covers the initial weights."""
     seg, comp, gen, ctx = _build(spec)
     table = ctx.integer_table()
-    h = state_hash(serialize_bundle(spec, seg, comp, gen, table, half=False))
-    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, {})
+    gen_fixed = fix_random(spec, gen.eval(), comp.cfg.levels)
+    state = gen_fixed.state if gen_fixed is not None else None
+    h = state_hash(serialize_bundle(spec, seg, comp, gen, table, half=False, fixed_state=state))
+    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, {}, gen_fixed)
 
 
 _CACHE: dict[str, ModelBundle] = {}

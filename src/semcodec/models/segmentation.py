@@ -209,7 +209,10 @@ class Branch(nn.Module):
         self.pyramid = AtrousPyramid(self.renet2.out_channels, cfg.num_classes, cfg.atrous_rates)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        f = self.backbone(x)
+        return self.head(self.backbone(x))
+
+    def head(self, f: torch.Tensor) -> torch.Tensor:
+        """Everything after the backbone: ReNet sweeps over whole rows and columns, pyramid."""
         f = self.renet1(self.coord(f))
         f = self.renet2(self.coord(f))
         return self.pyramid(f)
@@ -234,10 +237,17 @@ class SegNet(nn.Module):
 
     def logits_lowres(self, x: torch.Tensor) -> torch.Tensor:
         """Fused class scores at 1/8 resolution; x is RGB in [0, 1], H and W multiples of 8."""
+        rgb, gray = self.branch_inputs(x)
+        return self.fuse(self.rgb(rgb), self.gray(gray))
+
+    def branch_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """B2/B3: the normalised inputs of the RGB and the grayscale branch."""
         gray = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]).expand(-1, 3, -1, -1)
-        a = self.rgb((x - self.mean) / self.std)
-        b = self.gray((gray - self.mean) / self.std)
-        return self.fusion[0] * a + self.fusion[1] * b
+        return (x - self.mean) / self.std, (gray - self.mean) / self.std
+
+    def fuse(self, rgb: torch.Tensor, gray: torch.Tensor) -> torch.Tensor:
+        """B8: the learned weighted sum of the two branches' class scores."""
+        return self.fusion[0] * rgb + self.fusion[1] * gray
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Full-resolution class scores (pre-softmax) for training with cross-entropy."""

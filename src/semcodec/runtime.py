@@ -1,0 +1,177 @@
+"""How the networks use this CPU: bf16 only where it is native and faster, all cores, same files.
+
+- **bf16.** Autocast to bf16 speeds up segmentation and CompNet on CPUs with native bf16
+  (AVX-512 BF16, AMX) but is emulated, about 75x slower, everywhere else. ``bf16_decision``
+  decides once per process: native support (CPU flags, and oneDNN not capped below it by
+  ``ONEDNN_MAX_CPU_ISA``) and a short measurement that bf16 is faster; ``SEMCODEC_BF16=0|1``
+  overrides. The decoder never uses bf16 (the generator is integer-exact, see models/fixed.py).
+- **Threads.** oneDNN's float results depend on the thread count, and the encoder's stored
+  outputs (labels, compact symbols) must not. ``run_parallel`` runs independent pieces of
+  work, each on one thread, side by side on up to torch's thread count: the split depends on
+  the image size only, so files are identical with 1, 2 or 64 threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+BF16_ENV = "SEMCODEC_BF16"
+_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# oneDNN ISA caps (ONEDNN_MAX_CPU_ISA) at or above which bf16 kernels are native
+_BF16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16",
+              "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512",
+              "AVX10_2_512_AMX_2", "ALL", "DEFAULT")  # fmt: skip
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo), for every timing we print."""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is missing)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def isa_cap() -> str | None:
+    """oneDNN's instruction-set cap from the environment (None: the CPU's best)."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    return cap.strip().upper() if cap else None
+
+
+def native_bf16(flags: frozenset[str] | None = None, cap: str | None = None) -> bool:
+    """Whether bf16 convolutions run natively: the CPU has them and oneDNN may use them."""
+    flags = cpu_flags() if flags is None else flags
+    if flags:
+        has = any(f in flags for f in _BF16_FLAGS)
+    else:  # no cpuinfo: ask torch (which ignores the oneDNN cap)
+        has = bool(torch.cpu._is_avx512_bf16_supported())
+    return has and (cap is None or cap in _BF16_ISAS)
+
+
+@dataclass(frozen=True)
+class Bf16Decision:
+    """Whether the encoder networks autocast to bf16, and why (shown by `semcodec doctor`)."""
+
+    use: bool
+    reason: str
+
+
+def _measure_speedup() -> float:
+    """fp32 seconds / bf16 seconds of a convolution shaped like the encoder's (one thread)."""
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1).eval()
+    x = torch.randn(1, 64, 96, 96, generator=torch.Generator().manual_seed(0))
+    best = {}
+    with torch.no_grad(), single_thread():
+        for bf16 in (False, True, False, True):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                conv(x)  # warm-up (kernel creation)
+                t = time.perf_counter()
+                for _ in range(3):
+                    conv(x)
+                dt = time.perf_counter() - t
+            best[bf16] = min(best.get(bf16, dt), dt)
+    return best[False] / best[True]
+
+
+def decide_bf16(
+    env: dict[str, str] | None = None,
+    native: bool | None = None,
+    speedup: Callable[[], float] = _measure_speedup,
+) -> Bf16Decision:
+    """The bf16 policy: the override, else native support and a measured gain of 10 % or more."""
+    env = os.environ if env is None else env
+    forced = env.get(BF16_ENV, "").strip().lower()
+    if forced in ("0", "no", "off", "false"):
+        return Bf16Decision(False, f"off ({BF16_ENV}={forced})")
+    if forced in ("1", "yes", "on", "true"):
+        return Bf16Decision(True, f"on ({BF16_ENV}={forced})")
+    if not (native_bf16() if native is None else native):
+        return Bf16Decision(False, "off (no native bf16: it would be emulated)")
+    gain = speedup()
+    if gain < 1.1:
+        return Bf16Decision(False, f"off (native, but measured {gain:.2f}x of fp32)")
+    return Bf16Decision(True, f"on (native, measured {gain:.2f}x faster than fp32)")
+
+
+@functools.cache
+def bf16_decision() -> Bf16Decision:
+    """The process-wide bf16 decision (made on first use)."""
+    return decide_bf16()
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """torch on one intra-op thread inside the block (restored after)."""
+    previous = torch.get_num_threads()
+    if previous == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def run_parallel(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> list[T]:
+    """Run each task on one thread, up to `workers` (default: torch's thread count) at a time.
+
+    Each task's result is what it computes alone on one thread, so the results do not depend
+    on how many workers there are; the caller's split must depend on its input only.
+    """
+    workers = max(1, min(len(tasks), workers or torch.get_num_threads()))
+    with single_thread():
+        if workers == 1:
+            return [t() for t in tasks]
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(lambda t: t(), tasks))
+
+
+def diagnostics() -> dict[str, str]:
+    """What `semcodec doctor` prints: versions, CPU, ISA, bf16 and threads."""
+    decision = bf16_decision()
+    return {
+        "semcodec": _version(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "torch cpu capability": torch.backends.cpu.get_cpu_capability(),
+        "oneDNN ISA cap": isa_cap() or "none (the CPU's best)",
+        "native bf16": "yes" if native_bf16() else "no",
+        "bf16 autocast (encoder)": decision.reason,
+        "threads": str(torch.get_num_threads()),
+        "decoder arithmetic": "integer grid (bit-exact on every CPU and thread count)",
+    }
+
+
+def _version() -> str:
+    """The installed package version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("semcodec")
+    except PackageNotFoundError:
+        return "unknown"
