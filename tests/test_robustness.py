@@ -482,7 +482,9 @@ def test_split_segmentation_equals_the_network(codec: Codec, bf16: bool):
     x = torch.rand(1, 3, 48, 64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         rgb, gray = seg.branch_inputs(x)
-        split = seg.fuse(seg.rgb.head(seg.rgb.backbone(rgb)), seg.gray.head(seg.gray.backbone(gray)))
+        split = seg.fuse(
+            seg.rgb.head(seg.rgb.backbone(rgb)), seg.gray.head(seg.gray.backbone(gray))
+        )
         assert torch.equal(split, seg.logits_lowres(x))
 
 

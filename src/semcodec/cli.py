@@ -213,6 +213,15 @@ def cli() -> None:
     """semcodec: a learned semantic image codec (.sem files)."""
 
 
+@cli.command()
+def doctor() -> None:
+    """Print versions, CPU, instruction set, the bf16 decision and threads (for bug reports)."""
+    from . import runtime
+
+    for key, value in runtime.diagnostics().items():
+        click.echo(f"{key}: {value}")
+
+
 # ----- batch machinery -------------------------------------------------------------------------
 @dataclass
 class _Outcome:
@@ -233,6 +242,14 @@ def _guarded(fn: Callable[[Any], _Outcome], task: Any) -> _Outcome:
         return fn(task)
     except Exception as exc:  # noqa: BLE001 - reported per file, the batch continues
         return _Outcome(False, error=describe_error(exc), trace=traceback.format_exc())
+
+
+def _decide_before_workers() -> None:
+    """Make the bf16 decision once, here, and hand it to every worker (files must not depend
+    on which worker encoded them): forked workers inherit it, spawned ones read the env."""
+    from . import runtime
+
+    os.environ.setdefault(runtime.BF16_ENV, "1" if runtime.bf16_decision().use else "0")
 
 
 def _init_worker(models: tuple[str, ...]) -> None:
@@ -265,6 +282,7 @@ def _processed(
     if jobs <= 1 or len(tasks) <= 1:
         yield (fn(task) for task in tasks)
         return
+    _decide_before_workers()
     pool = _mp_context().Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=(models,))
     try:
         yield pool.imap(fn, tasks, chunksize=1)

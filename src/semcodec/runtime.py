@@ -61,9 +61,16 @@ def isa_cap() -> str | None:
     return cap.strip().upper() if cap else None
 
 
-def native_bf16(flags: frozenset[str] | None = None, cap: str | None = None) -> bool:
-    """Whether bf16 convolutions run natively: the CPU has them and oneDNN may use them."""
+_FROM_ENV = "from-env"
+
+
+def native_bf16(flags: frozenset[str] | None = None, cap: str | None = _FROM_ENV) -> bool:
+    """Whether bf16 convolutions run natively: the CPU has them and oneDNN may use them.
+
+    cap is oneDNN's ISA cap (None: uncapped); by default it is read from the environment.
+    """
     flags = cpu_flags() if flags is None else flags
+    cap = isa_cap() if cap == _FROM_ENV else cap
     if flags:
         has = any(f in flags for f in _BF16_FLAGS)
     else:  # no cpuinfo: ask torch (which ignores the oneDNN cap)

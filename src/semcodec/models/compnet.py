@@ -51,9 +51,12 @@ class ChannelNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mu = x.mean(1, keepdim=True)
-        var = x.var(1, keepdim=True, unbiased=False)
-        return (x - mu) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+        """(x - mean) / sqrt(var + eps) over channels: layer_norm's fused kernel on NHWC."""
+        c = x.shape[1]
+        y = F.layer_norm(
+            x.permute(0, 2, 3, 1), (c,), self.weight.view(c), self.bias.view(c), self.eps
+        )
+        return y.permute(0, 3, 1, 2)
 
 
 def make_norm(kind: str, channels: int) -> nn.Module:
@@ -98,14 +101,58 @@ class CompNet(nn.Module):
 
     def forward(self, image: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Continuous compact representation in (-1, 1) at 1/8 size; image in [0, 1]."""
-        x = torch.cat(
-            [image * 2 - 1, one_hot_map(labels, self.cfg.num_classes, image.shape[-2:])], 1
-        )
+        image = image.contiguous(memory_format=torch.channels_last)  # 1.3-7x faster convs/norms
+        z = self.net[2:-1](self._first_conv(image * 2 - 1, labels))
         if not self.cfg.thumbnail_skip:
-            return self.net(x)
-        z = self.net[:-1](x)
+            return self.net[-1](z)
         thumb = F.avg_pool2d(image * 2 - 1, 8, ceil_mode=True)  # (-1, 1) at 1/8 size
         return torch.tanh(z + torch.atanh(thumb.clamp(-0.96, 0.96)))
+
+    def _first_conv(self, img: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The 7x7 conv over image + map, with the map's part computed at 1/8 resolution.
+
+        The map is constant on 8x8 blocks, so its share of the conv is a 3x3 conv over the
+        1/8-resolution one-hot map into 64 sub-pixel phases (``phase_kernel``): the same sum,
+        5x fewer multiply-adds than at full resolution (at the borders, reflecting 3 pixels
+        stays inside the border block, which is replicating one block at 1/8).
+        """
+        pad, conv = self.net[0], self.net[1]
+        n = self.cfg.num_classes
+        f = FACTOR
+        if (
+            tuple(labels.shape[-2:]) != (img.shape[-2] // f, img.shape[-1] // f)
+            or img.shape[-2] % f
+            or img.shape[-1] % f
+        ):
+            return conv(pad(torch.cat([img, one_hot_map(labels, n, img.shape[-2:])], 1)))
+        y = F.conv2d(pad(img), conv.weight[:, :3], conv.bias)
+        oh = F.pad(one_hot_map(labels, n).to(y.dtype), (1, 1, 1, 1), mode="replicate")
+        with torch.autocast("cpu", enabled=False):
+            k = phase_kernel(conv.weight[:, 3:].float(), f)
+        z = F.conv2d(oh, k.to(y.dtype))  # (B, O*f*f, h, w)
+        b, o, h, w = y.shape[0], y.shape[1], z.shape[-2], z.shape[-1]
+        # add phase (a, b) of block (i, j) to pixel (f*i + a, f*j + b): pixel_shuffle without a copy
+        y.view(b, o, h, f, w, f).add_(z.view(b, o, f, f, h, w).permute(0, 1, 4, 2, 5, 3))
+        return y
+
+
+FACTOR = 8  # CompNet's stride: the map enters as 8x8 blocks
+
+
+def phase_kernel(w: torch.Tensor, factor: int) -> torch.Tensor:
+    """(O,C,k,k) full-resolution kernel → (O*f*f, C, 3, 3) on blocks of f x f pixels.
+
+    Output phase (a, b) of block (i, j) sums the taps dy, dx that land in block
+    (i + p, j + q), p, q in {-1, 0, 1}; the channel order is the one pixel_shuffle expects.
+    """
+    o, c, k, _ = w.shape
+    r = k // 2
+    taps = torch.arange(k) - r
+    phase = torch.arange(factor)
+    block = torch.div(phase[:, None] + taps[None, :], factor, rounding_mode="floor")  # (f, k)
+    sel = (block[:, None, :] == torch.arange(-1, 2)[None, :, None]).to(w.dtype)  # (f, 3, k)
+    kern = torch.einsum("apk,bql,ockl->oabcpq", sel, sel, w)
+    return kern.reshape(o * factor * factor, c, 3, 3)
 
 
 def to_levels(t: torch.Tensor, levels: int) -> torch.Tensor:

@@ -51,7 +51,12 @@ class FixedSpec:
 def supports(gen: Generator) -> bool:
     """Whether a generator has the layout this module runs (s2d body, no normalisation)."""
     c = gen.cfg
-    return c.kind == "s2d" and c.norm == "none" and c.factor == FACTOR and 16 % c.space_to_depth == 0
+    return (
+        c.kind == "s2d"
+        and c.norm == "none"
+        and c.factor == FACTOR
+        and FACTOR % c.space_to_depth == 0
+    )
 
 
 def base_step(levels: int) -> int:
@@ -144,6 +149,7 @@ class FixedGenerator:
         ]
         self.qshift = state["qshift"].to(torch.int64)  # per block input and the last conv
         self.state = state
+        self._conv0 = _grouped_first(self.convs[0], 3, self.meta["classes"], self.meta["s2d"])
 
     @property
     def levels(self) -> int:
@@ -171,13 +177,15 @@ class FixedGenerator:
         levels, s, classes = m["levels"], m["s2d"], m["classes"]
         with ieee_fp32():
             u = integer_base(symbols, levels)
-            size = u.shape[-2:]
+            h, w = u.shape[-2] // s, u.shape[-1] // s
             qb = torch.round(u.double() / base_step(levels)).float()  # exact: a power of two
             oh = F.one_hot(labels.long().clamp(0, classes - 1), classes).permute(0, 3, 1, 2)
-            oh = F.interpolate(oh.float(), size=tuple(size), mode="nearest")
-            x = F.pixel_unshuffle(torch.cat([qb, oh], 1), s)
+            # the map is constant on 8x8 blocks: its s*s unshuffled copies are one channel at 1/s
+            oh = F.interpolate(oh.float(), size=(h, w), mode="nearest")
+            x = torch.cat([F.pixel_unshuffle(qb, s), oh], 1)
+            x = x.contiguous(memory_format=torch.channels_last)  # faster convs, same sums
             del qb, oh
-            x = self.convs[0](x).round_().clamp_(min=0)  # the residual stream, integer units
+            x = self._conv0(x).round_().clamp_(min=0)  # the residual stream, integer units
             for i in range(m["blocks"]):
                 q = self._quantise(x, i)
                 h = self.convs[1 + 2 * i](q).round_().clamp_(0, m["act_max"])
@@ -193,6 +201,14 @@ class FixedGenerator:
         """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
         q = x * float(2.0 ** -int(self.qshift[i]))
         return q.round_().clamp_(-self.meta["input_max"], self.meta["input_max"])
+
+
+def _grouped_first(conv: IntConv, base: int, classes: int, s: int) -> IntConv:
+    """Conv 0 with the s*s identical one-hot copies' weights summed: the same integer sums."""
+    w = conv.weight.to(torch.int64)
+    nb = base * s * s
+    oh = w[:, nb:].reshape(w.shape[0], classes, s * s, *w.shape[2:]).sum(2)
+    return IntConv(torch.cat([w[:, :nb], oh], 1).to(torch.int32), conv.bias, conv.shift)
 
 
 def _to_pixels(u: torch.Tensor, enh: torch.Tensor, levels: int) -> torch.Tensor:

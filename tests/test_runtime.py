@@ -1,0 +1,117 @@
+"""runtime.py: the bf16 decision, the deterministic parallel split, `semcodec doctor`."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from semcodec import runtime
+from semcodec.cli import cli
+
+
+@pytest.mark.parametrize(
+    ("flags", "cap", "native"),
+    [
+        ({"avx2", "avx512f", "avx512_bf16"}, None, True),
+        ({"avx2", "amx_bf16"}, None, True),
+        ({"avx2", "avx512f", "avx512_bf16"}, "AVX2", False),  # oneDNN capped below bf16
+        ({"avx2", "avx512f", "avx512_bf16"}, "AVX512_CORE", False),
+        ({"avx2", "avx512f", "avx512_bf16"}, "AVX512_CORE_BF16", True),
+        ({"avx2", "amx_bf16"}, "AVX512_CORE_AMX", True),
+        ({"avx2", "fma"}, None, False),  # Zen 3: AVX2 only
+        ({"avx2", "avx512f"}, None, False),  # AVX-512 without BF16 (Skylake-SP)
+    ],
+)
+def test_native_bf16(flags, cap, native):
+    assert runtime.native_bf16(frozenset(flags), cap) is native
+
+
+def test_native_bf16_reads_the_isa_cap_from_the_environment(monkeypatch):
+    """ONEDNN_MAX_CPU_ISA=AVX2 on a bf16 CPU means bf16 would be emulated."""
+    flags = frozenset({"avx512_bf16"})
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
+    assert runtime.native_bf16(flags) is False
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    assert runtime.native_bf16(flags) is True
+
+
+def _never() -> float:
+    raise AssertionError("must not measure")
+
+
+@pytest.mark.parametrize(
+    ("env", "native", "speedup", "use", "why"),
+    [
+        ({}, False, _never, False, "no native bf16"),  # never emulate, never measure
+        ({}, True, lambda: 3.0, True, "3.00x faster"),
+        ({}, True, lambda: 1.05, False, "1.05x"),  # native but not worth it
+        ({}, True, lambda: 0.5, False, "0.50x"),
+        ({"SEMCODEC_BF16": "0"}, True, _never, False, "SEMCODEC_BF16=0"),
+        ({"SEMCODEC_BF16": "1"}, False, _never, True, "SEMCODEC_BF16=1"),
+    ],
+)
+def test_bf16_decision(env, native, speedup, use, why):
+    d = runtime.decide_bf16(env, native=native, speedup=speedup)
+    assert d.use is use and why in d.reason
+
+
+def test_bf16_is_decided_once_per_process():
+    assert runtime.bf16_decision() is runtime.bf16_decision()
+
+
+def test_run_parallel_runs_each_task_on_one_thread_in_order():
+    """Results come back in task order; inside each task torch has one intra-op thread."""
+    seen = []
+
+    def task(i: int):
+        def run():
+            seen.append(threading.get_ident())
+            return i, torch.get_num_threads()
+
+        return run
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        out = runtime.run_parallel([task(i) for i in range(5)])
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(before)
+    assert out == [(i, 1) for i in range(5)]
+    assert len(set(seen)) >= 1
+
+
+def test_run_parallel_result_does_not_depend_on_workers():
+    """A float reduction split into fixed pieces gives the same bits with 1 or 2 workers."""
+    x = torch.randn(4, 64, 64, 64, generator=torch.Generator().manual_seed(0))
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1).eval()
+
+    def piece(i):
+        def run():
+            with torch.no_grad():
+                return conv(x[i : i + 1])
+
+        return run
+
+    one = runtime.run_parallel([piece(i) for i in range(4)], workers=1)
+    two = runtime.run_parallel([piece(i) for i in range(4)], workers=2)
+    assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True))
+
+
+def test_doctor_prints_the_machine_and_the_decisions():
+    r = CliRunner().invoke(cli, ["doctor"])
+    assert r.exit_code == 0, r.output
+    keys = (
+        "torch",
+        "cpu",
+        "torch cpu capability",
+        "native bf16",
+        "bf16 autocast (encoder)",
+        "threads",
+    )
+    for key in keys:
+        assert f"{key}:" in r.output
+    assert runtime.cpu_model() in r.output
