@@ -25,7 +25,7 @@ from PIL import Image
 # Run in the child processes (and, via exec, in this one): encode the inputs of a folder, then
 # decode the reference files of the same folder, and print fingerprints as JSON.
 SCRIPT = r"""
-import hashlib, json, os, sys
+import hashlib, json, sys
 from pathlib import Path
 
 import numpy as np
@@ -111,7 +111,7 @@ def decode_all(folder: Path, tag: str) -> dict:
 if __name__ == "__main__":
     torch.set_num_threads(int(sys.argv[1]))
     folder = Path(sys.argv[2])
-    tag = f"t{sys.argv[1]}-{os.environ.get('ONEDNN_MAX_CPU_ISA', 'best')}"
+    tag = sys.argv[3]
     print(json.dumps({"threads": torch.get_num_threads(), "encode": encode_all(folder),
                       "decode": decode_all(folder, tag)}))
 """
@@ -149,6 +149,11 @@ ISA_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2"}
 ISA_SSE41 = {"ONEDNN_MAX_CPU_ISA": "SSE41"}
 
 
+def _tag(threads: int, isa: dict) -> str:
+    """The name suffix of one child's decoded images."""
+    return f"t{threads}-{isa.get('ONEDNN_MAX_CPU_ISA', 'inherited')}"
+
+
 def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path):
     h = _helpers()
     _inputs(tmp_path)
@@ -163,7 +168,7 @@ def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path
     runs = [(1, {}), (2, {}), (2, ISA_AVX2), (1, ISA_SSE41)]
     children = [
         subprocess.Popen(
-            [sys.executable, str(script), str(n), str(tmp_path)],
+            [sys.executable, str(script), str(n), str(tmp_path), _tag(n, isa)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -187,6 +192,6 @@ def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path
         assert r["decode"] == here_decode, f"{where}: different layers"
     for name in h["CASES"]:  # the decoded images themselves, pixel for pixel
         ref = np.asarray(Image.open(tmp_path / f"{name}-here.png")).astype(int)
-        for tag in (f"t{n}-{isa.get('ONEDNN_MAX_CPU_ISA', 'best')}" for n, isa in runs):
+        for tag in (_tag(n, isa) for n, isa in runs):
             other = np.asarray(Image.open(tmp_path / f"{name}-{tag}.png")).astype(int)
             assert np.abs(other - ref).max() == 0, (name, tag)
