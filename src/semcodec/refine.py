@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import runtime
 from .entropy.compact import ContextModel, table_neighbours
 from .losses import ms_ssim_scales
 from .models.compnet import quantize_ste
@@ -38,7 +39,9 @@ class RefineConfig:
     mse_weight: float = 1000.0  # per mean squared error of [0,1] pixels
     msssim_weight: float = 10.0  # per (1 - MS-SSIM)
     rate_weight: float = 5.0  # per bit per pixel of the compact layer
-    bf16: bool = True  # autocast the generator's forward/backward (the result is quantised anyway)
+    # autocast the generator's forward/backward (the result is quantised anyway); None: only
+    # where bf16 is native and faster (runtime.bf16_decision), never emulated
+    bf16: bool | None = None
 
     def __post_init__(self) -> None:
         """Refuse settings that cannot describe an optimisation."""
@@ -72,6 +75,7 @@ def refine_latents(
     if cfg.steps == 0:
         return t
     levels = table.shape[-1]
+    bf16 = runtime.bf16_decision().use if cfg.bf16 is None else cfg.bf16
     rate = rate_model(table)
     size = target.shape[-2:]
     npix = float(size[0] * size[1])
@@ -82,7 +86,7 @@ def refine_latents(
     try:
         with torch.enable_grad():
             for _ in range(cfg.steps):
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                     t_q, y = quantize_ste(torch.tanh(u), levels)
                     v, _ = generator(t_q, labels, size)
                 x_hat = (v.float() + 1) * 0.5
