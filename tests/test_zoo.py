@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -33,20 +36,38 @@ def test_bundle_round_trip_and_hash_in_name(tmp_path) -> None:
                 assert torch.allclose(va.half().float(), vb)
 
 
-def test_weights_load_without_code_execution(tmp_path) -> None:
-    import pickle
+def _payload_that_creates(marker) -> bytes:
+    """A torch.save'd file whose unpickling would call open(marker, "w") (creating the file)."""
 
     class Evil:
         def __reduce__(self):
-            return (print, ("pwned",))
+            return (open, (str(marker), "w"))
 
+    buf = io.BytesIO()
+    torch.save({"format": 1, "x": Evil()}, buf)
+    return buf.getvalue()
+
+
+def test_weights_load_without_code_execution(tmp_path) -> None:
+    # The payload is a valid torch file: a loader that unpickles arbitrary objects runs it.
+    control = tmp_path / "control-ran"
+    torch.load(io.BytesIO(_payload_that_creates(control)), weights_only=False)["x"].close()
+    assert control.exists(), "the payload must be able to execute when unpickling is unrestricted"
+    marker = tmp_path / "payload-ran"
     bad = tmp_path / "evil-00000000.pt"
-    bad.write_bytes(pickle.dumps({"format": 1, "x": Evil()}))
-    with pytest.raises(ModelError):
+    bad.write_bytes(_payload_that_creates(marker))
+    raised: BaseException | None = None
+    try:
         zoo.load_bundle(str(bad))
+    except BaseException as exc:  # noqa: BLE001 - checked below, after the side effect
+        raised = exc
+    assert not marker.exists(), "loading the weights file executed code from it"
+    assert isinstance(raised, ModelError), raised
 
 
 def test_tampered_weights_rejected(tmp_path) -> None:
+    """A validly serialised bundle with other weights under the recorded-hash name: the hash
+    check (not a decoding error) rejects it."""
     seg, comp, gen, table = _tiny_parts()
     spec = zoo.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny")
     path = zoo.save_bundle(tmp_path, spec, seg, comp, gen, table)
@@ -55,18 +76,26 @@ def test_tampered_weights_rejected(tmp_path) -> None:
     )
     other = tmp_path / "copy"
     other.mkdir()
-    data = bytearray(path.read_bytes())
-    data[-100] ^= 0xFF
-    (other / path.name).write_bytes(bytes(data))
+    gen2 = copy.deepcopy(gen)
+    with torch.no_grad():
+        next(gen2.parameters()).add_(0.25)  # other weights, same architecture
+    forged = zoo.serialize_bundle(spec, seg, comp, gen2, table)
+    assert forged != path.read_bytes()
+    (other / path.name).write_bytes(forged)
+    assert torch.load(other / path.name, weights_only=True)["format"] == zoo.FORMAT
     monkey_dir = zoo.weights_dir
     try:
         zoo.weights_dir = lambda: other  # type: ignore[assignment]
         zoo._CACHE.pop("tamper", None)
-        with pytest.raises(ModelError):
+        digest = zoo.state_hash(forged)[:8]
+        with pytest.raises(ModelError, match=f"do not match their recorded hash {digest}"):
             zoo.load_bundle("tamper")
+        zoo.weights_dir = lambda: tmp_path  # type: ignore[assignment]
+        assert zoo.load_bundle("tamper").hash.startswith(path.stem[-8:])  # the original loads
     finally:
         zoo.weights_dir = monkey_dir  # type: ignore[assignment]
         zoo.REGISTRY.pop("tamper", None)
+        zoo._CACHE.pop("tamper", None)
 
 
 def test_decoder_refuses_file_from_other_weights(tmp_path) -> None:
