@@ -115,3 +115,14 @@ def test_doctor_prints_the_machine_and_the_decisions():
     for key in keys:
         assert f"{key}:" in r.output
     assert runtime.cpu_model() in r.output
+
+
+def test_large_frees_go_back_to_the_os_unless_the_user_chose(monkeypatch):
+    """glibc's mmap threshold is fixed once (peak RSS), never over the user's own setting."""
+    import platform
+
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert runtime.return_large_frees.__wrapped__() is False
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert runtime.return_large_frees.__wrapped__() is expected

@@ -240,6 +240,7 @@ class Codec:
         torch's intra-op threads instead of the fixed split of work (runtime.run_parallel):
         files may then differ between thread counts. refine sets the encoder's latent
         refinement (see refine.py); the default is off."""
+        runtime.return_large_frees()
         self.bundle: ModelBundle = load_bundle(_resolve_model(model))
         self.refine = refine if refine is not None else RefineConfig()
         self.deterministic = deterministic

@@ -157,6 +157,29 @@ def run_parallel(tasks: Sequence[Callable[[], T]], workers: int | None = None) -
             return list(pool.map(lambda t: t(), tasks))
 
 
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MMAP_THRESHOLD = 4 << 20
+
+
+@functools.cache
+def return_large_frees() -> bool:
+    """Serve allocations over 4 MB by mmap, so freed activations go back to the OS (glibc).
+
+    glibc raises its mmap threshold after large frees and then keeps big tensors in per-thread
+    heaps, which the encoder's worker threads do not share: peak RSS of a 768x512 encode grew
+    from 755 to 949 MiB that way (AVX2, 2 threads). A fixed threshold keeps it at 755 MiB at the
+    same speed. Skipped where the user set MALLOC_MMAP_THRESHOLD_ or libc is not glibc.
+    """
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not platform.libc_ver()[0] == "glibc":
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
+
+
 def diagnostics() -> dict[str, str]:
     """What `semcodec doctor` prints: versions, CPU, ISA, bf16 and threads."""
     decision = bf16_decision()
