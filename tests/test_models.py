@@ -147,9 +147,26 @@ def test_generator_adds_enhancement_to_base(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(DISCRIMINATOR_CONFIGS))
 def test_discriminator_two_scales(name: str) -> None:
+    torch.manual_seed(0)
     d = Discriminator(DISCRIMINATOR_CONFIGS[name])
-    feats = d(torch.rand(2, 3, 32, 32), torch.rand(2, 11, 32, 32), torch.rand(2, 3, 32, 32))
-    assert len(feats) == 2
+    seen: list[torch.Tensor] = []
+    hooks = [net.register_forward_pre_hook(lambda _m, a: seen.append(a[0])) for net in d.scales]
+    image, onehot, base = (
+        torch.rand(2, 3, 32, 32),
+        torch.rand(2, 11, 32, 32),
+        torch.rand(2, 3, 32, 32),
+    )
+    feats = d(image, onehot, base)
+    for h in hooks:
+        h.remove()
+    assert len(feats) == 2 and len(seen) == 2
+    block = torch.cat([image, onehot, base], 1)
+    assert torch.equal(seen[0], block)  # scale 1 sees the block itself
+    # scale 2 sees the 2x (bilinear) upsampled block
+    up = torch.nn.functional.interpolate(
+        block, scale_factor=2, mode="bilinear", align_corners=False
+    )
+    assert seen[1].shape == (2, 17, 64, 64) and torch.equal(seen[1], up)
     s1, s2 = feats[0][-1], feats[1][-1]
-    assert s1.shape[1] == 1 and s2.shape[-1] > s1.shape[-1]  # scale 2 sees the 2x-upsampled block
+    assert s1.shape[1] == s2.shape[1] == 1 and s2.shape[-1] > s1.shape[-1]
     assert len(feats[0]) == DISCRIMINATOR_CONFIGS[name].layers + 1
