@@ -241,18 +241,50 @@ def test_directory_and_missing(tmp_path: Path) -> None:
     assert "No such file or directory" in reason(info)
 
 
+def _load_in_child(folder: Path, names: list[str]) -> list[str]:
+    """Load each file from a forked child that, when it is root, first becomes 'nobody' (root
+    reads any file, so this is how the tests, run as root, meet a real EACCES): one result each."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        try:
+            os.close(read_end)
+            os.chdir(folder)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            lines = []
+            for name in names:
+                try:
+                    lines.append(f"ok {load_image(name).mode}")
+                except UnsupportedInput as exc:
+                    lines.append(str(exc))
+            os.write(write_end, "\n".join(lines).encode())
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails
+            os.write(write_end, f"child failed: {exc!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fp:
+        out = fp.read().decode()
+    os.waitpid(pid, 0)
+    return out.split("\n")
+
+
 def test_unreadable_path(tmp_path: Path) -> None:
-    path = tmp_path / "secret.png"
-    Image.new("RGB", (2, 2)).save(path)
-    path.chmod(0)
+    """A file its mode bits make unreadable: one line, ``Permission denied``."""
+    Image.new("RGB", (2, 2)).save(tmp_path / "secret.png")
+    Image.new("RGB", (2, 2)).save(tmp_path / "public.png")
+    load_image(tmp_path / "public.png")  # the PNG plugin is imported before the fork
+    (tmp_path / "secret.png").chmod(0)
+    tmp_path.chmod(0o711)  # searchable by the unprivileged child: the file's mode is the cause
     try:
-        if os.access(path, os.R_OK):
-            pytest.skip("running with privileges that ignore file permissions")
-        with pytest.raises(UnsupportedInput) as info:
-            load_image(path)
-        assert "Permission denied" in reason(info)
+        results = _load_in_child(tmp_path, ["public.png", "secret.png"])
     finally:
-        path.chmod(0o644)
+        (tmp_path / "secret.png").chmod(0o644)
+        tmp_path.chmod(0o700)
+    assert results == ["ok RGB", "cannot read 'secret.png': Permission denied"]
 
 
 def test_unreadable_path_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
