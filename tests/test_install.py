@@ -1,0 +1,62 @@
+"""`pip install .` (not editable): the wheel carries the shipped weights and encodes an image.
+
+The wheel is built and installed into a folder; a fresh interpreter without site processing
+(so the editable install of this checkout cannot answer the import) takes semcodec from that
+folder and the other dependencies from this environment.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, sys
+target, deps = sys.argv[1], sys.argv[2]
+sys.path[:0] = [target, deps]
+import numpy as np
+import semcodec
+from semcodec import zoo
+from semcodec.codec import Codec
+img = np.zeros((40, 56, 3), np.uint8)
+img[..., 0] = np.arange(56, dtype=np.uint8)[None] * 4
+img[10:30, 20:40] = (200, 120, 40)
+codec = Codec("default")
+data = codec.encode(img, quality=50)
+out = np.asarray(codec.decode(data).image)
+print(json.dumps({"package": semcodec.__file__, "weights": str(zoo.weights_dir()),
+                  "model": codec.bundle.name + "-" + codec.bundle.hash[:8],
+                  "bytes": len(data), "shape": list(out.shape),
+                  "max_error": int(np.abs(out.astype(int) - img).max())}))
+"""
+
+
+def test_wheel_carries_the_weights_and_encodes(tmp_path: Path) -> None:
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    (wheel,) = wheels.glob("semcodec-*.whl")
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(target), str(wheel)],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    deps = sysconfig.get_paths()["purelib"]
+    r = subprocess.run(
+        [sys.executable, "-S", "-c", CHILD, str(target), deps],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout)
+    assert got["package"].startswith(str(target)), got  # not this checkout
+    assert got["weights"].startswith(str(target))
+    shipped = sorted(p.stem for p in (ROOT / "models").glob("default-*.pt"))
+    assert [got["model"]] == shipped
+    assert got["shape"] == [40, 56, 3] and got["bytes"] > 100 and got["max_error"] < 80
