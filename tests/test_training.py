@@ -147,8 +147,17 @@ def test_seg_ddp_two_processes(tmp_path) -> None:
         tmp_path,
     )
     assert r.returncode == 0, _why(r)
-    state = torch.load(tmp_path / "seg" / "seg-checkpoint.pt", weights_only=True)
+    ckpt = tmp_path / "seg" / "seg-checkpoint.pt"
+    state = torch.load(ckpt, weights_only=True)
     assert state["step"] == 2
+    # Mark the checkpoint with what only a resume carries on: training hours, a weight (the
+    # last bias, shifting every class's logit alike, so the loss ignores it) and a momentum.
+    names = [name for name, _ in build_segnet("tiny").named_parameters()]
+    bias, momentum_of = names[-1], 0
+    state["hours"] = 100.0
+    state["model"][bias] = state["model"][bias] + 1.0
+    state["optim"]["state"][momentum_of]["momentum_buffer"].fill_(10.0)
+    torch.save(state, ckpt)
     # resume continues from the checkpoint
     r = _torchrun(
         "semcodec.train.seg",
@@ -169,7 +178,12 @@ def test_seg_ddp_two_processes(tmp_path) -> None:
         tmp_path,
     )
     assert r.returncode == 0, _why(r)
-    assert torch.load(tmp_path / "seg" / "seg-checkpoint.pt", weights_only=True)["step"] == 3
+    resumed = torch.load(ckpt, weights_only=True)
+    assert resumed["step"] == 3 and resumed["hours"] >= 100.0
+    moved = resumed["model"][bias] - state["model"][bias]  # one SGD step of lr 0.0075
+    assert moved.abs().max() < 0.1, moved
+    buffer = resumed["optim"]["state"][momentum_of]["momentum_buffer"]  # 0.9 * 10 + gradient
+    assert ((buffer - 9.0).abs() < 1.0).all(), buffer
 
 
 def test_codec_ddp_two_processes(tmp_path) -> None:
