@@ -1,0 +1,104 @@
+"""The encoder's fixed split of work (codec._bands, the segmentation branches, tiles) over threads.
+
+The split depends on the image size only; each piece runs on one thread. These tests check the
+cut itself, that every path (bands, tiles, the per-tile segmentation above SEG_HEAD_MAX, plain
+intra-op threads) gives the untiled result up to float rounding, and that the split, not the
+worker count, decides the bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from semcodec import codec as codec_mod
+from semcodec import runtime
+from semcodec.codec import COMPNET_MARGIN, Codec, Tiling, _bands, _pad_rgb
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _photo(w: int, h: int) -> np.ndarray:
+    import matplotlib
+
+    path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    return np.asarray(Image.open(path).convert("RGB").resize((w, h), Image.LANCZOS))
+
+
+@pytest.mark.parametrize(
+    ("h", "w", "parts"), [(10, 12, 1), (40, 64, 2), (128, 128, 4), (30, 80, 2)]
+)
+def test_bands_cover_the_core_once_with_their_margin(h, w, parts):
+    core = ctx = (0, h, 0, w)
+    bands = _bands(core, ctx)
+    assert len(bands) == parts
+    cover = np.zeros(h, int)
+    for b in bands:
+        y0, y1, x0, x1 = b.core
+        cover[y0:y1] += 1
+        assert (x0, x1) == (0, w) and b.ctx[2:] == (0, w)
+        assert b.ctx[0] == max(0, y0 - COMPNET_MARGIN) and b.ctx[1] == min(h, y1 + COMPNET_MARGIN)
+    assert (cover == 1).all()
+
+
+def test_bands_stay_inside_a_tile_context():
+    core, ctx = (16, 48, 0, 80), (4, 60, 0, 92)
+    for b in _bands(core, ctx):
+        assert ctx[0] <= b.ctx[0] and b.ctx[1] <= ctx[1] and b.ctx[2:] == ctx[2:]
+
+
+def _symbols(monkeypatch, bands_from: int, rgb, labels, **kw) -> np.ndarray:
+    monkeypatch.setattr(codec_mod, "BANDS_2", bands_from)
+    return Codec("tiny", **kw).compact(rgb, labels)
+
+
+def test_compnet_bands_agree_with_one_piece(monkeypatch):
+    """Bands see 48 px of context (CompNet reaches 34): the symbols are those of one piece up to
+    float rounding, which moves a value on a rounding boundary by one level at most."""
+    rgb = _pad_rgb(_photo(160, 120))
+    labels = Codec("tiny").semantic_map(rgb)
+    one = _symbols(monkeypatch, 1 << 30, rgb, labels)
+    banded = _symbols(monkeypatch, 16, rgb, labels)
+    assert len(_bands((0, 15, 0, 20), (0, 15, 0, 20))) == 1  # 15 rows: too few for two bands
+    diff = np.abs(banded - one)
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.005
+    monkeypatch.setattr(codec_mod, "BANDS_2", 16)
+    assert len(_bands((0, 40, 0, 20), (0, 40, 0, 20))) == 2
+
+
+def test_split_not_worker_count_decides_the_symbols(monkeypatch):
+    """The same bands with 1 and 2 workers: identical symbols."""
+    rgb = _pad_rgb(_photo(160, 120))
+    c = Codec("tiny")
+    labels = c.semantic_map(rgb)
+    monkeypatch.setattr(codec_mod, "BANDS_2", 16)
+    one = c.compact(rgb, labels)
+    real = runtime.run_parallel
+    monkeypatch.setattr(runtime, "run_parallel", lambda tasks, workers=None: real(tasks, 2))
+    assert np.array_equal(c.compact(rgb, labels), one)
+    assert np.array_equal(c.semantic_map(rgb), labels)
+
+
+def test_per_tile_segmentation_above_the_head_limit(monkeypatch):
+    """Above SEG_HEAD_MAX the whole network runs per tile: its recurrent head then sweeps one
+    tile instead of whole rows, so labels differ more than with the global head (78 % agree
+    with 64-pixel tiles and the random tiny model; real tiles are 1024 pixels)."""
+    rgb = _pad_rgb(_photo(200, 152))
+    whole = Codec("tiny").semantic_map(rgb)
+    monkeypatch.setattr(codec_mod, "SEG_HEAD_MAX", 16)
+    tiled = Codec("tiny", tiling=Tiling(64, 64, 0)).semantic_map(rgb)
+    assert tiled.shape == whole.shape
+    assert (tiled == whole).mean() > 0.7
+
+
+def test_intra_op_threads_when_not_deterministic():
+    """deterministic=False: plain intra-op threads, the same labels and nearly the same symbols."""
+    rgb = _pad_rgb(_photo(160, 120))
+    a, b = Codec("tiny"), Codec("tiny", deterministic=False)
+    labels = a.semantic_map(rgb)
+    assert (b.semantic_map(rgb) == labels).mean() > 0.99
+    diff = np.abs(a.compact(rgb, labels) - b.compact(rgb, labels))
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.005
