@@ -6,13 +6,17 @@ decodes accurate regardless of the untrained networks.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -439,3 +443,68 @@ def test_subprocess_pipe_and_exit_codes(work: Path):
     assert bad.stderr.strip().splitlines() == [
         "semcodec: error: junk.sem: truncated header: 9 bytes, the fixed header alone is 34"
     ]
+
+
+def _feed(pipe, data: bytes, chunk: int = 1000) -> None:
+    """Write ``data`` into a pipe in small chunks with pauses, then close it (EOF)."""
+    try:
+        for i in range(0, len(data), chunk):
+            pipe.write(data[i : i + chunk])
+            pipe.flush()
+            time.sleep(0.002)
+    finally:
+        pipe.close()
+
+
+def test_real_pipes_in_chunks(work: Path):
+    """encode | decode with both ends real pipes: stdin arrives in chunks, stdout is a pipe."""
+    png = (work / "a.png").read_bytes()
+    assert len(png) > 3000  # several chunks
+    enc = subprocess.Popen(
+        _cmd("encode", "-", "-o", "-", "-q", "95", *TINY),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    )  # fmt: skip
+    dec = subprocess.Popen(
+        _cmd("decode", "-", "-o", "-"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    )  # fmt: skip
+    feeder = threading.Thread(target=_feed, args=(enc.stdin, png))
+    feeder.start()
+    sem = enc.stdout.read()  # read from the pipe until the encoder closes it
+    relay = threading.Thread(target=_feed, args=(dec.stdin, sem, 97))
+    relay.start()
+    out = dec.stdout.read()
+    feeder.join(), relay.join()
+    assert enc.wait(timeout=120) == 0, enc.stderr.read()
+    assert dec.wait(timeout=120) == 0, dec.stderr.read()
+    enc.stderr.close(), dec.stderr.close(), enc.stdout.close(), dec.stdout.close()
+    assert sem == run("encode", "a.png", "-o", "-", "-q", "95", "--quiet", *TINY).stdout_bytes
+    assert out == run("decode", "-", "-o", "-", input=sem).stdout_bytes
+    img = Image.open(io.BytesIO(out))
+    assert img.format == "PNG" and img.size == (W, H)
+    assert np.abs(pixels(img) - pixels(work / "a.png")).mean() < 3
+
+
+def test_target_size_with_the_default_avif_residual(tmp_path: Path, monkeypatch):
+    """--target-size without --residual (AVIF): a photo, three targets, never over."""
+    monkeypatch.chdir(tmp_path)
+    photo = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    Image.open(photo).convert("RGB").resize((128, 150)).save("grace.png")
+    tiny = ["--model", "tiny"]
+    sizes = {}
+    for q in (0, 100):
+        assert run("encode", "grace.png", "-q", str(q), "-o", f"q{q}.sem", *tiny).exit_code == 0
+        sizes[q] = (tmp_path / f"q{q}.sem").stat().st_size
+    assert container.read_header((tmp_path / "q100.sem").read_bytes()).residual_backend == (
+        container.RESIDUAL_AVIF
+    )  # quality 0 is base-only; any higher quality carries the default AVIF residual
+    got = []
+    for k in (1, 2, 3):
+        target = int(sizes[0] * (sizes[100] / sizes[0]) ** (k / 4))  # spread over qualities
+        r = run("encode", "grace.png", "--target-size", str(target), "-o", f"t{k}.sem", *tiny)
+        assert r.exit_code == 0 and "warning" not in r.stderr, r.output
+        data = (tmp_path / f"t{k}.sem").read_bytes()
+        assert container.read_header(data).residual_backend == container.RESIDUAL_AVIF
+        assert len(data) <= target, (k, len(data), target)
+        got.append(len(data))
+    assert got == sorted(got) and got[0] < got[-1], (sizes, got)
