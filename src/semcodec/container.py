@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 MAGIC = b"\x89SEM\r\n\x1a\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this module reads and writes
+SUPPORTED_VERSIONS = (1, 2)  # 2 adds the METADATA layer; files without one are written as 1
 
 RESIDUAL_NONE = 0
 RESIDUAL_NATIVE = 1
@@ -54,7 +55,7 @@ FIXED_HEADER_SIZE = _FIXED.size  # 34
 _ENTRY = struct.Struct("<BII")  # kind, length, crc32
 _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")
-_MAX_LAYERS = 4
+_MAX_LAYERS = {1: 4, 2: 5}
 
 
 class LayerKind(IntEnum):
@@ -64,6 +65,7 @@ class LayerKind(IntEnum):
     COMPACT = 2
     RESIDUAL = 3
     ALPHA = 4
+    METADATA = 5  # format version 2: ICC profile, EXIF, XMP (metadata.py)
 
 
 _REQUIRED_LAYERS = (LayerKind.SEMANTIC_MAP, LayerKind.COMPACT)
@@ -148,12 +150,21 @@ class Header:
             raise ValueError(problem)
 
 
-def _layer_set_problem(header: Header, kinds: list[int]) -> str | None:
+def _version_for(kinds: list[int]) -> int:
+    """The oldest format version that can hold these layers (old readers keep reading old files)."""
+    return 2 if LayerKind.METADATA in kinds else 1
+
+
+def _layer_set_problem(
+    header: Header, kinds: list[int], version: int = FORMAT_VERSION
+) -> str | None:
     """Check layer kinds against each other and the header, so a decodable file is guaranteed."""
     seen: set[int] = set()
     for kind in kinds:
         if kind not in LayerKind._value2member_map_:
             return f"unknown layer kind {kind}"
+        if kind == LayerKind.METADATA and version < 2:
+            return f"layer kind {kind} (METADATA) needs format version 2, file says {version}"
         if kind in seen:
             return f"duplicate layer kind {LayerKind(kind).name}"
         seen.add(kind)
@@ -199,7 +210,7 @@ def pack(header: Header, layers: dict[LayerKind, bytes]) -> bytes:
     parts = [
         _FIXED.pack(
             MAGIC,
-            FORMAT_VERSION,
+            _version_for(kinds),
             MODES[header.mode],
             header.flags,
             header.width,
@@ -237,9 +248,10 @@ def _parse_header(
     if size < len(MAGIC) + 1:
         raise CorruptData("truncated header: file ends before the format version")
     version = view[len(MAGIC)]
-    if version != FORMAT_VERSION:
+    if version not in SUPPORTED_VERSIONS:
         raise CorruptData(
-            f"unsupported .sem format version {version} (this reader supports {FORMAT_VERSION})"
+            f"unsupported .sem format version {version} (this reader supports "
+            f"{', '.join(map(str, SUPPORTED_VERSIONS))})"
         )
     if size < FIXED_HEADER_SIZE:
         raise CorruptData(
@@ -265,8 +277,10 @@ def _parse_header(
     if size < count_at + 1:
         raise CorruptData("truncated header: file ends inside the model name")
     count = view[count_at]
-    if count > _MAX_LAYERS:
-        raise CorruptData(f"layer count {count} exceeds {_MAX_LAYERS}")
+    if count > _MAX_LAYERS[version]:
+        raise CorruptData(
+            f"layer count {count} exceeds {_MAX_LAYERS[version]} (format version {version})"
+        )
     crc_at = count_at + 1 + count * _ENTRY.size
     header_size = crc_at + _U32.size
     if size < header_size:
@@ -301,7 +315,7 @@ def _parse_header(
     if problem is not None:
         raise CorruptData(problem)
     entries = [_ENTRY.unpack_from(view, count_at + 1 + i * _ENTRY.size) for i in range(count)]
-    problem = _layer_set_problem(header, [kind for kind, _, _ in entries])
+    problem = _layer_set_problem(header, [kind for kind, _, _ in entries], version)
     if problem is not None:
         raise CorruptData(problem)
     return header, entries, header_size
