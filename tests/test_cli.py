@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -508,3 +509,43 @@ def test_target_size_with_the_default_avif_residual(tmp_path: Path, monkeypatch)
         assert len(data) <= target, (k, len(data), target)
         got.append(len(data))
     assert got == sorted(got) and got[0] < got[-1], (sizes, got)
+
+
+_STALLED_WRITE = """
+import os, sys, time
+from pathlib import Path
+import semcodec.cli
+
+def stalled_fsync(fd):  # the output's temporary file exists and is being written
+    Path(sys.argv[1]).touch()
+    time.sleep(60)
+
+os.fsync = stalled_fsync
+semcodec.cli.main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal.Signals):
+    """SIGTERM, like Ctrl-C, arriving while an output is written: no output, no temporary
+    file, "interrupted", exit 130."""
+    assert run("encode", "a.png", "-q", "50", *TINY).exit_code == 0
+    (work / "out").mkdir()
+    ready = work / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STALLED_WRITE, str(ready), "decode", "a.sem", "-o", "out/a.png"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready.exists(), proc.communicate(timeout=5)
+        assert [p.name for p in (work / "out").iterdir()][0].endswith(".tmp")
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert list((work / "out").iterdir()) == [], err
+    assert proc.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "semcodec: error: interrupted"

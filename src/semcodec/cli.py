@@ -1,8 +1,9 @@
 """The ``semcodec`` command line, in the conventions of cwebp/cjxl.
 
 Exit codes: 0 success, 1 processing error (bad or corrupt input, I/O, model problems), 2 usage
-error, 130 interrupted. Errors are one line on stderr (``semcodec: error: ...``); ``--debug``
-adds the traceback. Outputs are written atomically and never clobbered without ``--force``.
+error, 130 interrupted (Ctrl-C or SIGTERM). Errors are one line on stderr
+(``semcodec: error: ...``); ``--debug`` adds the traceback. Outputs are written atomically and
+never clobbered without ``--force``.
 Heavy modules (torch, the codec, training, benchmarks) are imported only by the commands that
 need them, so ``info``, ``--help`` and usage errors stay fast.
 """
@@ -887,7 +888,7 @@ def file_info(data: bytes) -> dict[str, Any]:
     payload = sum(len(v) for v in layers.values())
     return {
         "bytes": len(data),
-        "format_version": container.FORMAT_VERSION,
+        "format_version": data[len(container.MAGIC)],
         "width": w,
         "height": h,
         "mode": header.mode,
@@ -1079,8 +1080,25 @@ def train_group() -> None:
     put the generator on its integer grid."""
 
 
+def _terminate_like_interrupt() -> None:
+    """Make SIGTERM unwind like Ctrl-C (KeyboardInterrupt: temporary output files removed,
+    "interrupted", exit 130); forked pool workers keep SIGTERM's default action."""
+    owner = os.getpid()
+
+    def handler(signum: int, frame: object) -> None:
+        if os.getpid() != owner:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
+    _terminate_like_interrupt()
     cli.main(args=list(argv) if argv is not None else None, prog_name=PROG)
 
 

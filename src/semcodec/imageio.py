@@ -351,7 +351,9 @@ def _write_error(path: Path, exc: OSError) -> SemcodecError:
 
 
 def _atomic_write(path: str | Path, force: bool, write: Callable[[BinaryIO], None]) -> None:
-    """Write via a sibling temp file, fsync and rename; never leave partial or temp output."""
+    """Write via a sibling temp file, fsync and rename: never a partial output. The temp file
+    is removed on any error and on KeyboardInterrupt (Ctrl-C; SIGTERM in the CLI); a process
+    killed outright (SIGKILL, power loss) can leave it: ``.<name>.<12 hex digits>.tmp``."""
     target = Path(path)
     if target.is_dir():
         raise SemcodecError(f"cannot write {str(target)!r}: is a directory")
