@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import pytest
@@ -104,3 +105,190 @@ def test_version_1_files_cannot_carry_metadata():
     with pytest.raises(CorruptData, match="needs format version 2"):
         unpack(bytes(data))
     assert container.SUPPORTED_VERSIONS == (1, 2)
+
+
+# ----- through the CLI, the Python API and the Pillow plugin ------------------------------------
+@functools.cache
+def _profile() -> bytes:
+    """An ICC profile (its header holds the creation time: made once)."""
+    from PIL import ImageCms
+
+    return ImageCms.ImageCmsProfile(ImageCms.createProfile("LAB")).tobytes()
+
+
+XMP = b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF/></x:xmpmeta>'
+
+
+def _exif(orientation: int) -> bytes:
+    from PIL import Image
+
+    e = Image.Exif()
+    e[0x0112] = orientation
+    e[0x010F] = "ACME"
+    e.get_ifd(0x8825)[2] = (51.0, 30.0, 12.5)  # GPS latitude
+    return e.tobytes()
+
+
+def _photo(path, fmt: str, orientation: int = 1):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    y, x = np.mgrid[0:40, 0:56]
+    rgb = np.stack([x * 4, y * 5, (x + y) * 2], -1) + rng.integers(0, 20, (40, 56, 3))
+    img = Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8))
+    kw = {"icc_profile": _profile(), "exif": _exif(orientation)}
+    if fmt == "PNG":
+        from PIL import PngImagePlugin
+
+        info = PngImagePlugin.PngInfo()
+        info.add_itxt("XML:com.adobe.xmp", XMP.decode())
+        kw["pnginfo"] = info
+    else:
+        kw["xmp"] = XMP
+    img.save(path, fmt, **kw)
+    return img
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from semcodec.cli import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def _xmp_of(im) -> bytes | None:
+    x = im.info.get("xmp") or im.info.get("XML:com.adobe.xmp")
+    return x.encode() if isinstance(x, str) else x
+
+
+@pytest.mark.parametrize(("src_fmt", "suffix"), [("PNG", ".png"), ("JPEG", ".jpg")])
+@pytest.mark.parametrize("out_fmt", ["png", "jpeg", "webp", "tiff"])
+def test_cli_keeps_icc_exif_and_xmp_byte_for_byte(tmp_path, src_fmt, suffix, out_fmt):
+    from PIL import Image
+
+    src = tmp_path / f"in{suffix}"
+    _photo(src, src_fmt)
+    with Image.open(src) as im:
+        want_exif = im.getexif().tobytes()
+    r = _cli("encode", str(src), "-o", str(tmp_path / "a.sem"), "--model", "tiny", "-q", "40")
+    assert r.exit_code == 0, r.output
+    out = tmp_path / f"out.{out_fmt}"
+    r = _cli("decode", str(tmp_path / "a.sem"), "-o", str(out), "--format", out_fmt)
+    assert r.exit_code == 0, r.output
+    with Image.open(out) as im:
+        assert im.info.get("icc_profile") == _profile()
+        if out_fmt != "tiff":  # a TIFF holds EXIF as tags of its own IFD: values, not bytes
+            assert im.getexif().tobytes() == want_exif
+        assert im.getexif()[0x010F] == "ACME" and im.getexif().get_ifd(0x8825)[2] == (
+            51.0,
+            30.0,
+            12.5,
+        )
+        if out_fmt != "tiff":  # Pillow reads a TIFF's XMP tag back only through getxmp()
+            assert _xmp_of(im) == XMP
+
+
+def test_orientation_is_applied_and_stored_as_1(tmp_path):
+    from PIL import Image
+
+    src = tmp_path / "rot.jpg"
+    _photo(src, "JPEG", orientation=6)
+    _cli("encode", str(src), "-o", str(tmp_path / "r.sem"), "--model", "tiny", "-q", "30")
+    r = _cli("decode", str(tmp_path / "r.sem"), "-o", str(tmp_path / "r.png"))
+    assert r.exit_code == 0, r.output
+    with Image.open(tmp_path / "r.png") as im:
+        assert im.size == (40, 56)  # turned upright once, by the encoder
+        exif = im.getexif()
+        assert exif[0x0112] == 1 and exif.get_ifd(0x8825)[2] == (51.0, 30.0, 12.5)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "kept"), [("none", set()), ("icc", {"icc"}), ("exif,xmp", {"exif", "xmp"})]
+)
+def test_metadata_selection(tmp_path, kinds, kept):
+    from PIL import Image
+
+    from semcodec import container
+
+    src = tmp_path / "in.png"
+    _photo(src, "PNG")
+    sem = tmp_path / "a.sem"
+    r = _cli("encode", str(src), "-o", str(sem), "--model", "tiny", "-q", "20", "--metadata", kinds)
+    assert r.exit_code == 0, r.output
+    data = sem.read_bytes()
+    layers = container.unpack(data)[1]
+    assert (LayerKind.METADATA in layers) == bool(kept) and data[8] == (2 if kept else 1)
+    _cli("decode", str(sem), "-o", str(tmp_path / "a.png"))
+    with Image.open(tmp_path / "a.png") as im:
+        assert ("icc_profile" in im.info) == ("icc" in kept)
+        assert (len(im.getexif()) > 0) == ("exif" in kept)
+        assert (_xmp_of(im) is not None) == ("xmp" in kept)
+    info = _cli("info", str(sem))
+    assert ("  metadata   " in info.output) == bool(kept)
+    for k in kept:
+        assert k.upper() in info.output
+
+
+def test_bad_metadata_selection_is_a_usage_error(tmp_path):
+    src = tmp_path / "in.png"
+    _photo(src, "PNG")
+    r = _cli("encode", str(src), "--model", "tiny", "--metadata", "icc,gps")
+    assert r.exit_code == 2 and "unknown metadata kind" in r.output
+    assert not (tmp_path / "in.sem").exists()
+
+
+def _with_layer(data: bytes, payload: bytes) -> bytes:
+    """The same file with its metadata payload replaced (CRCs recomputed: only the payload is bad)."""
+    header, layers = unpack(data)
+    layers[LayerKind.METADATA] = payload
+    return pack(header, layers)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"\x01\x28\xb5\x2f\xfd", b"\x07abc", encode_metadata(META)[:-3]],
+    ids=["cut", "version", "trunc"],
+)
+def test_damaged_metadata_layer_is_one_line_and_no_output(tmp_path, payload):
+    src = tmp_path / "in.png"
+    _photo(src, "PNG")
+    sem = tmp_path / "a.sem"
+    _cli("encode", str(src), "-o", str(sem), "--model", "tiny", "-q", "20")
+    bad = tmp_path / "bad.sem"
+    bad.write_bytes(_with_layer(sem.read_bytes(), payload))
+    from click.testing import CliRunner
+
+    from semcodec.cli import cli
+
+    r = CliRunner().invoke(cli, ["decode", str(bad), "-o", str(tmp_path / "bad.png")])
+    assert r.exit_code == 1
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "metadata layer" in lines[0]
+    assert not (tmp_path / "bad.png").exists()
+
+
+def test_python_api_and_pillow_plugin_expose_the_metadata(tmp_path):
+    from PIL import Image
+
+    import semcodec
+    from semcodec.codec import Codec
+
+    src = tmp_path / "in.jpg"
+    _photo(src, "JPEG")
+    with Image.open(src) as im:
+        data = Codec("tiny").encode(im, quality=30)  # a PIL image keeps its info too
+    result = Codec("tiny").decode(data)
+    assert result.metadata.icc == _profile() and result.metadata.xmp == XMP
+    (tmp_path / "p.sem").write_bytes(data)
+    assert semcodec  # the plugin is registered on import
+    with Image.open(tmp_path / "p.sem") as im:
+        assert im.info["icc_profile"] == _profile() and im.info["xmp"] == XMP
+        assert im.getexif()[0x010F] == "ACME"
+        im.load()
+    # and Pillow's save keeps what the image carries, or what save() is given
+    with Image.open(src) as im:
+        im.save(tmp_path / "s.sem", model="tiny", quality=10, icc_profile=b"other-profile")
+    with Image.open(tmp_path / "s.sem") as im:
+        assert im.info["icc_profile"] == b"other-profile" and im.info["xmp"] == XMP

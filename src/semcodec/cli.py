@@ -534,6 +534,7 @@ class _EncodeTask:
     target_size: int | None
     target_bpp: float | None
     refine_steps: int = 0
+    metadata: frozenset[str] = frozenset({"icc", "exif", "xmp"})
 
 
 def _encode_work(task: _EncodeTask) -> _Outcome:
@@ -547,7 +548,8 @@ def _encode_work(task: _EncodeTask) -> _Outcome:
     residual = task.residual or DEFAULT_RESIDUAL
     stats_by_quality = {}
     refine = RefineConfig(steps=task.refine_steps) if task.refine_steps else None
-    analysis = codec.analyse(image, refine)  # networks run once, however many qualities are tried
+    # networks run once, however many qualities are tried
+    analysis = codec.analyse(image, refine, metadata=task.metadata)
 
     def encode(quality: int) -> bytes:
         """One encode, keeping its per-layer stats for the report."""
@@ -597,6 +599,16 @@ def _encode_report(name: str, out: str, o: _Outcome) -> str:
     if o.info["targeted"]:
         text += f", quality {o.info['quality']}"
     return text
+
+
+def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) -> frozenset[str]:
+    """--metadata all|none|icc,exif,xmp → the kinds to keep (usage error otherwise)."""
+    from .metadata import parse_selection
+
+    try:
+        return parse_selection(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 _io_options = [
@@ -676,6 +688,16 @@ def _apply(options: list[Callable]) -> Callable:
     help="Encoder-side refinement of the compact layer (gradient steps, each about 2 s per "
     "megapixel on one core): better base layer for -q 0, no gain with a residual.",
 )
+@click.option(
+    "--metadata",
+    "metadata",
+    default="all",
+    show_default=True,
+    metavar="KINDS",
+    callback=_metadata_kinds,
+    help="Metadata of the input to keep: all, none, or a comma list of icc, exif, xmp "
+    "(EXIF orientation is applied to the pixels and stored as 1).",
+)
 @_apply(_io_options)
 @click.pass_context
 def encode(
@@ -689,6 +711,7 @@ def encode(
     target_bpp: float | None,
     target_size: int | None,
     refine_steps: int,
+    metadata: frozenset[str],
     jobs: int,
     force: bool,
     quiet: bool,
@@ -712,6 +735,7 @@ def encode(
             target_size,
             target_bpp,
             refine_steps,
+            metadata,
         )
 
     _run_batch(
@@ -757,11 +781,14 @@ def label_image(labels: Any, color: bool) -> Any:
     return img
 
 
-def _png_bytes(img: Any, fmt: str = "png") -> bytes:
-    """Encode a Pillow image in one of DECODE_FORMATS."""
+def _png_bytes(img: Any, fmt: str = "png", meta: Any = None) -> bytes:
+    """Encode a Pillow image in one of DECODE_FORMATS, with the file's metadata if given."""
+    from .metadata import save_params
+
     pil_format, _suffix, options = DECODE_FORMATS[fmt]
+    extra = save_params(meta, pil_format) if meta else {}
     buf = io.BytesIO()
-    img.save(buf, format=pil_format, **options)
+    img.save(buf, format=pil_format, **{**options, **extra})
     return buf.getvalue()
 
 
@@ -775,7 +802,7 @@ def _decode_work(task: _DecodeTask) -> _Outcome:
     model = task.model or container.read_header(data).model_name
     result = get_codec(model).decode(data, layer=task.layer)
     image = result.image
-    out = _png_bytes(image, task.fmt)
+    out = _png_bytes(image, task.fmt, result.metadata)
     extra = None
     if task.segmentation:
         scale = result.header.map_scale
@@ -883,10 +910,14 @@ def decode(
 # ----- info --------------------------------------------------------------------------------------
 def file_info(data: bytes) -> dict[str, Any]:
     """Everything ``semcodec info`` reports, after validating the whole file."""
+    from .metadata import decode_metadata
+
     header, layers = container.unpack(data)
     w, h = header.width, header.height
     payload = sum(len(v) for v in layers.values())
+    meta = layers.get(container.LayerKind.METADATA)
     return {
+        "metadata": decode_metadata(meta).sizes() if meta is not None else {},
         "bytes": len(data),
         "format_version": data[len(container.MAGIC)],
         "width": w,
@@ -919,6 +950,9 @@ def _info_text(name: str, d: dict[str, Any]) -> str:
     for kind, v in d["layers"].items():
         lines.append(f"  {kind:<12}{v['bytes']:>10} bytes  {v['bpp']:.4f} bpp")
     lines.append(f"  {'total':<12}{d['bytes']:>10} bytes  {d['bpp']:.4f} bpp")
+    if d.get("metadata"):
+        kept = ", ".join(f"{k.upper()} {n} bytes" for k, n in d["metadata"].items())
+        lines.append(f"  metadata   {kept} (before compression)")
     return "\n".join(lines)
 
 

@@ -12,11 +12,12 @@ exactly the same tiles and the encoder's residual is computed against the decode
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -33,6 +34,8 @@ from .entropy.residual import backend_by_code, get_backend
 from .entropy.semantic_map import decode_map, encode_map
 from .errors import CorruptData, ModelError, UnsupportedInput
 from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
+from .metadata import KINDS as METADATA_KINDS
+from .metadata import Metadata, decode_metadata, encode_metadata, metadata_of
 from .models.compnet import dequantize, quantize
 from .refine import RefineConfig, refine_latents
 from .zoo import ModelBundle, load_bundle
@@ -52,7 +55,10 @@ _MAP_MIN_BITS = math.log2(2048 / 2047)
 _PLAUSIBLE = 0.5  # safety factor on those lower bounds (rounding, coder flush)
 _MAP_MODE_CODED = 0x01
 COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
-BANDS_2, BANDS_4 = 1 << 11, 1 << 14  # core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
+BANDS_2, BANDS_4 = (
+    1 << 11,
+    1 << 14,
+)  # core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class DecodeResult:
     semantic_map: np.ndarray  # labels at 1/map_scale resolution
     layer_bytes: dict[str, int] = field(default_factory=dict)
     base: np.ndarray | None = None  # generator output (H,W,3) before the residual, if asked for
+    metadata: Metadata = field(default_factory=Metadata)  # ICC profile, EXIF, XMP of the input
 
 
 @dataclass
@@ -142,6 +149,7 @@ class Analysis:
     timings: dict[str, float]
     cpu_timings: dict[str, float]
     reconstruction: np.ndarray | None = None  # the generator's output, made on first need
+    metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
 
 
 def _check_quality(quality: int) -> None:
@@ -414,23 +422,34 @@ class Codec:
         image: Image.Image | np.ndarray | LoadedImage | str | bytes,
         quality: int = DEFAULT_QUALITY,
         residual: str = DEFAULT_RESIDUAL,
+        metadata: Iterable[str] = METADATA_KINDS,
     ) -> bytes:
-        """Encode an image into a complete .sem file."""
-        return self.encode_with_stats(image, quality, residual)[0]
+        """Encode an image into a complete .sem file, keeping the metadata kinds named."""
+        return self.encode_with_stats(image, quality, residual, metadata)[0]
 
     def encode_with_stats(
-        self, image, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
+        self,
+        image,
+        quality: int = DEFAULT_QUALITY,
+        residual: str = DEFAULT_RESIDUAL,
+        metadata: Iterable[str] = METADATA_KINDS,
     ) -> tuple[bytes, EncodeStats]:
         """Encode and report bytes per layer."""
         _check_quality(quality)
-        return self.finish(self.analyse(image), quality, residual)
+        return self.finish(self.analyse(image, metadata=metadata), quality, residual)
 
-    def analyse(self, image, refine: RefineConfig | None = None) -> Analysis:
+    def analyse(
+        self,
+        image,
+        refine: RefineConfig | None = None,
+        metadata: Iterable[str] = METADATA_KINDS,
+    ) -> Analysis:
         """Run what every quality shares (map, compact layer, their payloads) once.
 
         Rate control encodes one image at several qualities: with an Analysis the networks run
         once and each further quality costs only the residual coder (``finish``). ``refine``
-        overrides the Codec's latent refinement for this image.
+        overrides the Codec's latent refinement for this image; ``metadata`` names the kinds
+        of the input's metadata (icc, exif, xmp) the file keeps.
         """
         clock = _Clock(self.timings, self.cpu_timings)
         img = self._load(image)
@@ -449,7 +468,12 @@ class Codec:
         clock("map_coder")
         layers[LayerKind.COMPACT] = encode_compact(symbols, self.bundle.compact_table)
         clock("compact_coder")
-        return Analysis(img, labels, symbols, layers, dict(self.timings), dict(self.cpu_timings))
+        kept = img.metadata.keep(frozenset(metadata))
+        if kept:
+            layers[LayerKind.METADATA] = encode_metadata(kept)
+        return Analysis(
+            img, labels, symbols, layers, dict(self.timings), dict(self.cpu_timings), None, kept
+        )
 
     def finish(
         self, analysis: Analysis, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
@@ -508,7 +532,8 @@ class Codec:
             image.save(
                 buf, "PNG" if image.mode not in ("CMYK", "YCbCr", "LAB", "I", "F") else "TIFF"
             )
-            return load_image(buf.getvalue(), self.limits)
+            loaded = load_image(buf.getvalue(), self.limits)
+            return dataclasses.replace(loaded, metadata=metadata_of(image))
         return load_image(image, self.limits)
 
     # ----- decoder -------------------------------------------------------------------------
@@ -555,6 +580,9 @@ class Codec:
         header, layers = container.unpack(data, self.limits)
         self.check_model(header)
         self.check_payloads(header, layers)
+        meta = Metadata()
+        if LayerKind.METADATA in layers:
+            meta = decode_metadata(layers[LayerKind.METADATA])
         clock("unpack")
         h, w = header.height, header.width
         mh, mw = -(-h // MULTIPLE), -(-w // MULTIPLE)
@@ -576,7 +604,7 @@ class Codec:
         img = _assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
         clock("assemble")
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
-        return DecodeResult(img, header, labels, sizes, base if keep_base else None)
+        return DecodeResult(img, header, labels, sizes, base if keep_base else None, meta)
 
 
 class _Clock:
@@ -647,10 +675,14 @@ def get_codec(model: str = "default") -> Codec:
 
 
 def encode(
-    image, quality: int = DEFAULT_QUALITY, model: str = "default", residual: str = DEFAULT_RESIDUAL
+    image,
+    quality: int = DEFAULT_QUALITY,
+    model: str = "default",
+    residual: str = DEFAULT_RESIDUAL,
+    metadata: Iterable[str] = METADATA_KINDS,
 ) -> bytes:
-    """Encode a PIL image (or array/path/bytes) into .sem bytes."""
-    return get_codec(model).encode(image, quality=quality, residual=residual)
+    """Encode a PIL image (or array/path/bytes) into .sem bytes, keeping its metadata."""
+    return get_codec(model).encode(image, quality=quality, residual=residual, metadata=metadata)
 
 
 def decode(data: bytes, layer: str = "full", model: str | None = None) -> Image.Image:

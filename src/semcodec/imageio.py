@@ -24,6 +24,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from semcodec.container import Limits
 from semcodec.errors import SemcodecError, UnsupportedInput
+from semcodec.metadata import Metadata, metadata_of
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -86,6 +87,7 @@ class LoadedImage:
     mode: str  # "L", "RGB" or "RGBA"
     alpha: np.ndarray | None = None  # uint8 (H, W) when mode == "RGBA"
     warnings: list[str] = field(default_factory=list)
+    metadata: Metadata = field(default_factory=Metadata)  # ICC, EXIF (orientation 1), XMP
 
     @property
     def width(self) -> int:
@@ -283,6 +285,8 @@ def _read_pixels(fp: BinaryIO, name: str, limits: Limits) -> LoadedImage:
         except Exception:  # malformed EXIF must not make a readable image unreadable
             orientation = 1
             warn.append("EXIF data unreadable; orientation ignored")
+        # before exif_transpose rewrites it: the pixels are turned upright, the EXIF says so
+        meta = metadata_of(im, upright=orientation != 1)
         if orientation in _SWAPPING_ORIENTATIONS:
             width, height = height, width
         _check_size(name, width, height, limits)
@@ -302,7 +306,7 @@ def _read_pixels(fp: BinaryIO, name: str, limits: Limits) -> LoadedImage:
     else:
         rgb = np.ascontiguousarray(pixels, dtype=np.uint8)
         mode = "RGB" if alpha is None else "RGBA"
-    return LoadedImage(rgb=rgb, mode=mode, alpha=alpha, warnings=warn)
+    return LoadedImage(rgb=rgb, mode=mode, alpha=alpha, warnings=warn, metadata=meta)
 
 
 def load_image(source: str | Path | bytes | BinaryIO, limits: Limits = Limits()) -> LoadedImage:

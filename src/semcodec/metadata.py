@@ -150,14 +150,42 @@ def save_params(meta: Metadata, fmt: str) -> dict:
             info = PngImagePlugin.PngInfo()
             info.add_itxt("XML:com.adobe.xmp", meta.xmp.decode("utf-8", "replace"), zip=True)
             out["pnginfo"] = info
-        elif fmt == "TIFF":
-            out["tiffinfo"] = {700: meta.xmp}
+        elif fmt == "TIFF":  # tiffinfo would replace the EXIF tags: put XMP (tag 700) among them
+            from PIL import Image
+
+            tags = Image.Exif()
+            if meta.exif:
+                tags.load(meta.exif)
+            tags[700] = meta.xmp
+            out["exif"] = tags.tobytes()
+    if fmt == "TIFF" and (meta.exif or meta.xmp):
+        # Pillow's libtiff writer (any compression) fails on EXIF sub-IFDs such as GPS; its
+        # own writer keeps them, uncompressed
+        out["compression"] = "raw"
     return out
 
 
-def from_pil_info(info: dict, exif: bytes | None) -> Metadata:
-    """The metadata Pillow found in an opened image (``im.info`` and its EXIF bytes)."""
+def metadata_of(im, upright: bool = False) -> Metadata:
+    """The ICC profile, EXIF and XMP Pillow found in an opened image.
+
+    upright: the pixels will be turned by their EXIF orientation, so the kept EXIF says 1.
+    """
+    info = im.info
     xmp = info.get("xmp") or info.get("XML:com.adobe.xmp")
     if isinstance(xmp, str):
         xmp = xmp.encode("utf-8")
-    return Metadata(icc=info.get("icc_profile") or None, exif=exif or None, xmp=xmp or None)
+    exif = info.get("exif")
+    if not exif:
+        try:
+            e = im.getexif()
+            exif = e.tobytes() if len(e) else None
+        except Exception:  # noqa: BLE001 - unreadable EXIF is not kept
+            exif = None
+    if isinstance(exif, str):
+        exif = exif.encode("latin-1")
+    if upright:
+        exif = upright_exif(exif)
+    icc = info.get("icc_profile")
+    return Metadata(
+        icc=bytes(icc) if icc else None, exif=exif or None, xmp=bytes(xmp) if xmp else None
+    )

@@ -20,7 +20,7 @@ FORMAT = "SEM"
 MIME = "image/x-sem"
 EXTENSION = ".sem"
 # The largest possible header: 39 fixed/table bytes + a 64-byte model name + 4 layer entries.
-_MAX_HEADER = 39 + container.MAX_MODEL_NAME + 9 * 4
+_MAX_HEADER = 39 + container.MAX_MODEL_NAME + 9 * 5  # format version 2: up to 5 layers
 _RESIDUAL_NAMES = {
     container.RESIDUAL_NONE: "none",
     container.RESIDUAL_NATIVE: "native",
@@ -56,7 +56,25 @@ class SemImageFile(ImageFile.ImageFile):
             quality=header.quality,
             residual=_RESIDUAL_NAMES.get(header.residual_backend, str(header.residual_backend)),
         )
+        self._read_metadata(prefix)
         self.tile = []
+
+    def _read_metadata(self, prefix: bytes) -> None:
+        """Expose the file's ICC profile, EXIF and XMP in ``info`` (so ``getexif()`` works)."""
+        from .metadata import decode_metadata
+
+        rest = self.fp.read()
+        self.fp.seek(self._sem_start)
+        try:
+            _header, layers = container.unpack(prefix + rest)
+            raw = layers.get(container.LayerKind.METADATA)
+            meta = decode_metadata(raw) if raw is not None else None
+        except CorruptData:
+            return  # load() reports the damage
+        if meta is not None:
+            for key, value in (("icc_profile", meta.icc), ("exif", meta.exif), ("xmp", meta.xmp)):
+                if value:
+                    self.info[key] = value
 
     def load(self) -> Image.core.PixelAccess | None:
         """Decode the whole file with the model named in its header (imports the codec)."""
@@ -93,16 +111,23 @@ class SemImageFile(ImageFile.ImageFile):
 
 
 def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
-    """Encode with semcodec; save params: quality (0..100), model (bundle name), residual."""
+    """Encode with semcodec; save params: quality (0..100), model (bundle name), residual,
+    metadata ("all", "none" or "icc,exif,xmp"), icc_profile / exif / xmp (else the image's)."""
     from .codec import DEFAULT_QUALITY, DEFAULT_RESIDUAL, get_codec
+    from .metadata import parse_selection
 
     params = im.encoderinfo
     codec = get_codec(params.get("model", "default"))
+    given = {k: params[k] for k in ("icc_profile", "exif", "xmp") if params.get(k)}
+    if given:
+        im = im.copy()
+        im.info.update(given)
     fp.write(
         codec.encode(
             im,
             quality=int(params.get("quality", DEFAULT_QUALITY)),
             residual=params.get("residual", DEFAULT_RESIDUAL),
+            metadata=parse_selection(str(params.get("metadata", "all"))),
         )
     )
 
