@@ -469,16 +469,23 @@ def test_real_pipes_in_chunks(work: Path):
         _cmd("decode", "-", "-o", "-"),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
     )  # fmt: skip
-    feeder = threading.Thread(target=_feed, args=(enc.stdin, png))
-    feeder.start()
-    sem = enc.stdout.read()  # read from the pipe until the encoder closes it
-    relay = threading.Thread(target=_feed, args=(dec.stdin, sem, 97))
-    relay.start()
-    out = dec.stdout.read()
-    feeder.join(), relay.join()
-    assert enc.wait(timeout=120) == 0, enc.stderr.read()
-    assert dec.wait(timeout=120) == 0, dec.stderr.read()
-    enc.stderr.close(), dec.stderr.close(), enc.stdout.close(), dec.stdout.close()
+    try:
+        png_feeder = threading.Thread(target=_feed, args=(enc.stdin, png))
+        png_feeder.start()
+        sem = enc.stdout.read()  # from the pipe, until the encoder closes it
+        sem_feeder = threading.Thread(target=_feed, args=(dec.stdin, sem, 97))
+        sem_feeder.start()
+        out = dec.stdout.read()
+        png_feeder.join()
+        sem_feeder.join()
+        assert enc.wait(timeout=120) == 0, enc.stderr.read()
+        assert dec.wait(timeout=120) == 0, dec.stderr.read()
+    finally:
+        for proc in (enc, dec):
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                stream.close()
     assert sem == run("encode", "a.png", "-o", "-", "-q", "95", "--quiet", *TINY).stdout_bytes
     assert out == run("decode", "-", "-o", "-", input=sem).stdout_bytes
     img = Image.open(io.BytesIO(out))
