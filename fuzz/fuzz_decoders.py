@@ -37,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 OUT = Path("out/fuzz")
-TARGETS = ("container", "map", "compact", "native", "avif", "codec")
+TARGETS = ("container", "map", "compact", "native", "avif", "codec", "metadata")
 _ENTRY = 9  # bytes per layer-table entry
 _FIXED = 34  # fixed header bytes
 
@@ -163,7 +163,8 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str, bool]:
 
 
 def seed_files() -> dict[str, bytes]:
-    """Small valid files with the tiny model: every mode, both residual backends, no residual."""
+    """Small valid files with the tiny model: every mode, both residual backends, no residual,
+    and one with a metadata layer."""
     import numpy as np
 
     from semcodec.codec import get_codec
@@ -179,7 +180,12 @@ def seed_files() -> dict[str, bytes]:
     alpha = np.full((16, 24), 255, np.uint8)
     alpha[4:12, 6:18] = 0
     rgba.putalpha(Image.fromarray(alpha))
+    tagged = Image.fromarray(rgb[:16, :24])
+    exif = Image.Exif()
+    exif[0x010F] = "ACME"
+    tagged.info.update(icc_profile=b"icc-profile-bytes", exif=exif.tobytes(), xmp=b"<x:xmpmeta/>")
     return {
+        "rgb-metadata": codec.encode(tagged, 30, "native"),
         "rgb-native": codec.encode(rgb, 60, "native"),
         "gray-avif": codec.encode(Image.fromarray(rgb[:17, :33]).convert("L"), 40, "avif"),
         "rgba-native": codec.encode(rgba, 80, "native"),
@@ -199,12 +205,14 @@ class Harness:
         from semcodec.entropy import compact, semantic_map
         from semcodec.entropy.residual import get_backend
         from semcodec.errors import SemcodecError
+        from semcodec.metadata import decode_metadata
 
         self.np, self.container = np, container
         self.semantic_map, self.compact = semantic_map, compact
         self.native, self.avif = get_backend("native"), get_backend("avif")
         self.codec = get_codec("tiny")
         self.error = SemcodecError
+        self.decode_metadata = decode_metadata
         tiny = self.codec.bundle.compact_table
         skewed = np.ones_like(tiny)
         skewed[..., 0] = 1 << 20  # a very peaky table: long runs cost almost nothing
@@ -238,6 +246,9 @@ class Harness:
                 out = backend.decode(payload, h, w)
                 assert out.shape == (h, w, 3) and out.dtype == np.int16
                 assert -255 <= int(out.min()) and int(out.max()) <= 255
+            elif target == "metadata":
+                meta = self.decode_metadata(payload)
+                assert sum(meta.sizes().values()) <= 16 << 20
             else:
                 sem = fix_crcs(data[1:])
                 res = self.codec.decode(sem)
@@ -268,6 +279,8 @@ def seed_inputs() -> list[bytes]:
             dims = bytes([(header.height - 1) % 64, (header.width - 1) % 64])
             dims += bytes([(header.height - 1) // 64, (header.width - 1) // 64, 0])
             seeds.append(bytes([target]) + dims + layers[LayerKind.RESIDUAL])
+        if LayerKind.METADATA in layers:
+            seeds.append(bytes([6, 0, 0, 0, 0, 0]) + layers[LayerKind.METADATA])
     return seeds
 
 
