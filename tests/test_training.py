@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -118,7 +119,13 @@ def _torchrun(module: str, args: list[str], tmp_path) -> subprocess.CompletedPro
     env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", module, *args]  # fmt: skip
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    if r.returncode != 0 and "SIGABRT" in r.stderr:
+        # a rank aborting inside gloo's rendezvous, seen about once in 30 loaded runs and never
+        # reproduced in isolation: retried once, and reported, so a real failure still fails
+        warnings.warn(f"torchrun rank aborted, retrying once: {_why(r)[:800]}", stacklevel=2)
+        r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    return r
 
 
 def _why(r: subprocess.CompletedProcess) -> str:
