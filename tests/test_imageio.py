@@ -449,3 +449,66 @@ def test_animated_webp(tmp_path: Path) -> None:
     loaded = load_image(path)
     assert loaded.rgb[0, 0].tolist() == [255, 0, 0]
     assert any("2 frames" in w for w in loaded.warnings)
+
+
+# ----- readers' chatter folded into one line ------------------------------------------------------
+def _damaged_inputs(folder: Path) -> dict[str, Path]:
+    """A TIFF whose LZW strip is zeroed (libtiff prints to fd 2) and an APNG with a broken
+    second frame control chunk (Pillow refuses it), both made here."""
+    import io
+
+    img = Image.fromarray((np.arange(48 * 64 * 3) % 251).astype(np.uint8).reshape(48, 64, 3))
+    buf = io.BytesIO()
+    img.save(buf, "TIFF", compression="tiff_lzw")
+    tiff = bytearray(buf.getvalue())
+    tiff[100:400] = bytes(300)
+    buf = io.BytesIO()
+    img.save(buf, "PNG", save_all=True, append_images=[img.transpose(Image.FLIP_LEFT_RIGHT)])
+    png = bytearray(buf.getvalue())
+    at = png.find(b"fcTL", 40)
+    png[at + 8] ^= 0xFF
+    paths = {"tiff": folder / "strip.tiff", "apng": folder / "frame.png"}
+    paths["tiff"].write_bytes(bytes(tiff))
+    paths["apng"].write_bytes(bytes(png))
+    return paths
+
+
+@pytest.mark.parametrize("kind", ["tiff", "apng"])
+def test_damaged_inputs_give_one_line_on_the_real_stderr(tmp_path, kind):
+    """C libraries write to file descriptor 2 directly: only a subprocess sees what a user sees."""
+    import subprocess
+    import sys
+
+    src = _damaged_inputs(tmp_path)[kind]
+    r = subprocess.run(
+        [sys.executable, "-m", "semcodec.cli", "encode", str(src), "--model", "tiny"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("semcodec: error: cannot read")
+    if kind == "tiff":
+        assert "LZWDecode" in lines[0]  # libtiff's own words, folded into the line
+    assert not list(tmp_path.glob("*.sem"))
+
+
+def test_reader_warnings_become_one_warning(tmp_path):
+    """A Python warning raised while an image is read is a warning of the LoadedImage."""
+    import warnings as w
+
+    from semcodec import imageio
+
+    path = tmp_path / "a.png"
+    Image.new("RGB", (8, 8)).save(path)
+    real = imageio._decode_image
+
+    def noisy(*args):
+        w.warn("something odd\n  in two lines", UserWarning, stacklevel=1)
+        return real(*args)
+
+    import pytest as _pytest
+
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setattr(imageio, "_decode_image", noisy)
+        loaded = load_image(path)
+    assert loaded.warnings == ["the image reader reported problems (something odd in two lines)"]

@@ -8,13 +8,16 @@ one-line ``UnsupportedInput``; any failure to write as a one-line ``SemcodecErro
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import secrets
+import sys
+import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -250,7 +253,61 @@ def _canonicalise(im: Image.Image, warn: list[str]) -> tuple[np.ndarray, str, np
     return rgba[..., :3].copy(), "rgb", rgba[..., 3].copy()
 
 
+_STDERR_LOCK = threading.Lock()
+_NOTE_CHARS = 300  # of a reader's own messages, folded into semcodec's one line
+
+
+@contextlib.contextmanager
+def _reader_messages(notes: list[str]) -> Iterator[None]:
+    """Collect image readers' chatter instead of letting it reach the terminal: Python
+    warnings (Pillow's, with their source lines) and what C libraries (libtiff, libpng) write
+    to file descriptor 2 while the input is read. Each becomes one short note."""
+    with _STDERR_LOCK, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", ResourceWarning)
+        saved = None
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+            saved = os.dup(2)
+        with tempfile.TemporaryFile() as sink:
+            if saved is not None:
+                os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:  # also when the read failed: the notes explain the failure
+                if saved is not None:
+                    os.dup2(saved, 2)
+                    os.close(saved)
+                sink.seek(0)
+                chatter = sink.read(64 << 10).decode("utf-8", "replace")
+                notes += [" ".join(str(w.message).split()) for w in caught]
+                notes += [" ".join(ln.split()) for ln in chatter.splitlines() if ln.strip()]
+
+
+def _with_notes(text: str, notes: list[str]) -> str:
+    """A message with the readers' notes appended, on one line and bounded in length."""
+    if not notes:
+        return text
+    joined = "; ".join(dict.fromkeys(notes))
+    if len(joined) > _NOTE_CHARS:
+        joined = joined[: _NOTE_CHARS - 1] + "…"
+    return f"{text} ({joined})"
+
+
 def _read_pixels(fp: BinaryIO, name: str, limits: Limits) -> LoadedImage:
+    """Read one image with the readers' messages folded into semcodec's own one line."""
+    notes: list[str] = []
+    try:
+        with _reader_messages(notes):
+            loaded = _decode_image(fp, name, limits)
+    except UnsupportedInput as exc:
+        raise UnsupportedInput(_with_notes(str(exc), notes)) from None
+    if notes:
+        loaded.warnings.append(_with_notes("the image reader reported problems", notes))
+    return loaded
+
+
+def _decode_image(fp: BinaryIO, name: str, limits: Limits) -> LoadedImage:
     """Open, size-check, decode and canonicalise one image from an open binary stream."""
     warn: list[str] = []
     prefix = fp.read(16)
