@@ -102,3 +102,34 @@ def test_intra_op_threads_when_not_deterministic():
     assert (b.semantic_map(rgb) == labels).mean() > 0.99
     diff = np.abs(a.compact(rgb, labels) - b.compact(rgb, labels))
     assert diff.max() <= 1 and (diff > 0).mean() < 0.005
+
+
+def test_tiled_images_report_progress_per_tile():
+    """Codec.progress sees every tile of every stage once, ending at the tile count."""
+    calls = []
+    c = Codec("tiny", tiling=Tiling(64, 64, 0))
+    c.progress = lambda stage, done, total: calls.append((stage, done, total))
+    img = _photo(200, 152)
+    n = len(Tiling(64, 64, 0).regions(152, 200))
+    data = c.encode(img, 50, "native")  # the generator runs once here, for the residual
+    for stage in ("segment", "compnet", "generator"):
+        mine = [(d, t) for s, d, t in calls if s == stage]
+        assert mine and mine[-1][0] == mine[-1][1], stage
+        assert sorted(d for d, _ in mine) == list(range(1, len(mine) + 1))
+    assert [t for s, _, t in calls if s == "generator"][0] == n
+    calls.clear()
+    c.decode(data)
+    assert calls == [("generator", i, n) for i in range(1, n + 1)]
+    calls.clear()
+    Codec("tiny").encode(img, 50, "native")  # untiled: no per-tile progress
+    assert calls == []
+
+
+def test_cli_bar_shows_tile_progress_for_one_file(monkeypatch, capsys):
+    from semcodec import cli as cli_mod
+
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    bar = cli_mod._Progress(1, True)
+    assert not bar.enabled  # one file: no bar ...
+    bar.tiles("compnet", 3, 24)  # ... until a tiled image reports its tiles
+    assert bar.enabled and "compnet tile 3/24" in capsys.readouterr().err

@@ -245,6 +245,10 @@ def _guarded(fn: Callable[[Any], _Outcome], task: Any) -> _Outcome:
         return _Outcome(False, error=describe_error(exc), trace=traceback.format_exc())
 
 
+# the in-process batch's tile progress (Codec.progress); None in worker processes
+_TILE_PROGRESS: Callable[[str, int, int], None] | None = None
+
+
 def _decide_before_workers() -> None:
     """Make the bf16 decision once, here, and hand it to every worker (files must not depend
     on which worker encoded them): forked workers inherit it, spawned ones read the env."""
@@ -297,17 +301,27 @@ class _Progress:
     """A one-line progress bar on stderr, only on a terminal, so logs and pipes stay clean."""
 
     def __init__(self, total: int, enabled: bool) -> None:
-        self.enabled = enabled and total > 1 and sys.stderr.isatty()
+        self.tty = enabled and sys.stderr.isatty()
+        self.enabled = self.tty and total > 1
         self.total = total
         self.done = 0
+        self.detail = ""
 
     def draw(self) -> None:
-        """Redraw the bar in place."""
+        """Redraw the bar in place (with the current image's tile progress, if any)."""
         if self.enabled:
             width = 30
             filled = width * self.done // self.total
             bar = "#" * filled + "-" * (width - filled)
-            click.echo(f"\r[{bar}] {self.done}/{self.total}", err=True, nl=False)
+            tail = f"  {self.detail}" if self.detail else ""
+            click.echo(f"\r\x1b[K[{bar}] {self.done}/{self.total}{tail}", err=True, nl=False)
+
+    def tiles(self, stage: str, done: int, total: int) -> None:
+        """Progress within one tiled image (Codec.progress): shown even for a single file."""
+        if self.tty:
+            self.enabled = True
+            self.detail = f"{stage} tile {done}/{total}"
+            self.draw()
 
     def clear(self) -> None:
         """Erase the bar so a message can take its line."""
@@ -317,6 +331,7 @@ class _Progress:
     def step(self) -> None:
         """One more file done."""
         self.done += 1
+        self.detail = ""
         self.draw()
 
 
@@ -487,6 +502,8 @@ def _run_batch(
             continue
         runnable.append((inp, out))
         tasks.append(make_task(inp, stdin_data))
+    global _TILE_PROGRESS
+    _TILE_PROGRESS = batch.progress.tiles if jobs <= 1 or len(tasks) <= 1 else None
     with _processed(worker, tasks, jobs, models) as outcomes:
         for (inp, out), outcome in zip(runnable, outcomes, strict=True):
             name = _display(inp, "<stdin>")
@@ -535,6 +552,7 @@ class _EncodeTask:
     target_bpp: float | None
     refine_steps: int = 0
     metadata: frozenset[str] = frozenset({"icc", "exif", "xmp"})
+    effort: int = 5
 
 
 def _encode_work(task: _EncodeTask) -> _Outcome:
@@ -544,6 +562,8 @@ def _encode_work(task: _EncodeTask) -> _Outcome:
     from .refine import RefineConfig
 
     codec = get_codec(task.model)
+    codec.effort = task.effort  # this process's codec, one task at a time
+    codec.progress = _TILE_PROGRESS
     image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
     residual = task.residual or DEFAULT_RESIDUAL
     stats_by_quality = {}
@@ -689,6 +709,15 @@ def _apply(options: list[Callable]) -> Callable:
     "megapixel on one core): better base layer for -q 0, no gain with a residual.",
 )
 @click.option(
+    "-e",
+    "--effort",
+    type=click.IntRange(1, 9),
+    default=5,
+    show_default=True,
+    help="Encoder effort: higher spends more encoding time for fewer bytes at the same "
+    "quality (the AVIF residual's speed 11 - effort); files decode the same way, as fast.",
+)
+@click.option(
     "--metadata",
     "metadata",
     default="all",
@@ -711,6 +740,7 @@ def encode(
     target_bpp: float | None,
     target_size: int | None,
     refine_steps: int,
+    effort: int,
     metadata: frozenset[str],
     jobs: int,
     force: bool,
@@ -736,6 +766,7 @@ def encode(
             target_bpp,
             refine_steps,
             metadata,
+            effort,
         )
 
     _run_batch(
@@ -800,7 +831,9 @@ def _decode_work(task: _DecodeTask) -> _Outcome:
 
     data = _read_input(task.source, task.data)
     model = task.model or container.read_header(data).model_name
-    result = get_codec(model).decode(data, layer=task.layer)
+    codec = get_codec(model)
+    codec.progress = _TILE_PROGRESS
+    result = codec.decode(data, layer=task.layer)
     image = result.image
     out = _png_bytes(image, task.fmt, result.metadata)
     extra = None

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import io
 import math
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -30,7 +31,7 @@ from PIL import Image
 from . import container, runtime, zoo
 from .container import Header, LayerKind, Limits
 from .entropy.compact import decode_compact, encode_compact
-from .entropy.residual import backend_by_code, get_backend
+from .entropy.residual import DEFAULT_EFFORT, EFFORTS, backend_by_code, get_backend
 from .entropy.semantic_map import decode_map, encode_map
 from .errors import CorruptData, ModelError, UnsupportedInput
 from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
@@ -242,12 +243,19 @@ class Codec:
         tiling: Tiling | None = None,
         deterministic: bool = True,
         refine: RefineConfig | None = None,
+        effort: int = DEFAULT_EFFORT,
     ):
         """bf16=None autocasts the encoder networks to bf16 only where that is native and
         faster (runtime.bf16_decision). deterministic=False lets the encoder networks use
         torch's intra-op threads instead of the fixed split of work (runtime.run_parallel):
         files may then differ between thread counts. refine sets the encoder's latent
-        refinement (see refine.py); the default is off."""
+        refinement (see refine.py); the default is off. effort (1..9, default 5) is the
+        encoder's time/bytes trade-off (the AVIF residual's speed); decoding never depends on it."""
+        if effort not in EFFORTS:
+            raise ValueError(f"effort must be 1..9, got {effort}")
+        self.effort = int(effort)
+        # called as progress(stage, done, total) after each tile of a tiled image (CLI bar)
+        self.progress: Callable[[str, int, int], None] | None = None
         runtime.return_large_frees()
         self.bundle: ModelBundle = load_bundle(_resolve_model(model))
         self.refine = refine if refine is not None else RefineConfig()
@@ -261,8 +269,29 @@ class Codec:
         # fewest bits any compact symbol can cost: bounds the payload a given image size needs
         self._compact_min_bits = float(-np.log2((table / table.sum(-1, keepdims=True)).max()))
 
-    def _run(self, tasks: list[Callable[[], T]]) -> list[T]:
+    def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
+        """Tasks that report each finished piece to ``progress`` (tiled images only)."""
+        report = self.progress
+        if report is None or len(tasks) < 2:
+            return tasks
+        done = [0]
+        lock = threading.Lock()
+
+        def wrap(task: Callable[[], T]) -> Callable[[], T]:
+            def run() -> T:
+                out = task()
+                with lock:
+                    done[0] += 1
+                    report(stage, done[0], len(tasks))
+                return out
+
+            return run
+
+        return [wrap(t) for t in tasks]
+
+    def _run(self, tasks: list[Callable[[], T]], stage: str = "") -> list[T]:
         """Encoder work: a fixed split on one thread per piece, or plain intra-op threads."""
+        tasks = self._ticking(stage, tasks) if stage else tasks
         if self.deterministic:
             return runtime.run_parallel(tasks)
         return [t() for t in tasks]
@@ -322,7 +351,9 @@ class Codec:
                 lab = seg.fuse(a, b)[0].argmax(0).numpy()
                 labels[y0:y1, x0:x1] = lab[y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
             return labels
-        parts = self._run([backbone(br, r, i) for i, br in enumerate(branches) for r in regions])
+        parts = self._run(
+            [backbone(br, r, i) for i, br in enumerate(branches) for r in regions], "segment"
+        )
         feats = []
         for i in range(2):
             mine = parts[i * len(regions) : (i + 1) * len(regions)]
@@ -372,7 +403,9 @@ class Codec:
 
             return run
 
-        for r, q in zip(pieces, self._run([piece(r) for r in pieces]), strict=True):
+        tiled = len(self.tiling.regions(ph, pw)) > 1
+        results = self._run([piece(r) for r in pieces], "compnet" if tiled else "")
+        for r, q in zip(pieces, results, strict=True):
             (y0, y1, x0, x1), (cy0, _, cx0, _) = r.core, r.ctx
             symbols[:, y0:y1, x0:x1] = q[:, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
         return symbols
@@ -391,7 +424,10 @@ class Codec:
         h, w = crop
         out = np.empty((h, w, 3), np.uint8)
         fixed_gen = self.bundle.fixed
-        for r in self.tiling.regions(mh * MULTIPLE, mw * MULTIPLE):
+        regions = self.tiling.regions(mh * MULTIPLE, mw * MULTIPLE)
+        for n, r in enumerate(regions, 1):
+            if self.progress is not None and len(regions) > 1:
+                self.progress("generator", n, len(regions))
             (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
             if y0 * MULTIPLE >= h or x0 * MULTIPLE >= w:
                 continue  # a core made only of padding
@@ -496,7 +532,7 @@ class Codec:
             clock("generator")
             res = img.rgb.astype(np.int16)
             res -= analysis.reconstruction
-            layers[LayerKind.RESIDUAL] = backend.encode(res, int(quality))
+            layers[LayerKind.RESIDUAL] = backend.encode(res, int(quality), self.effort)
             clock("residual")
             backend_code = backend.code
             del res

@@ -80,6 +80,13 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
 @click.option("--model", default="default", show_default=True, help="semcodec model name.")
 @click.option("--residual", default="avif", show_default=True, help="semcodec residual backend.")
 @click.option(
+    "--effort",
+    type=click.IntRange(1, 9),
+    default=5,
+    show_default=True,
+    help="semcodec encoder effort (the AVIF residual's speed 11 - effort).",
+)
+@click.option(
     "--threads",
     type=click.IntRange(min=1),
     default=2,
@@ -131,6 +138,7 @@ def bench(
     limit: int | None,
     model: str,
     residual: str,
+    effort: int,
     threads: int,
     codec_threads: int,
     progress: bool,
@@ -177,6 +185,7 @@ def bench(
         residual=residual,
         threads=threads,
         codec_threads=codec_threads,
+        effort=effort,
     )
     click.echo(rd.format_table(result))
     _write_outputs(result, out, csv_path, plot, md_path)

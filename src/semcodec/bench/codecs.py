@@ -316,10 +316,17 @@ class SemcodecAdapter(CodecAdapter):
     # (the BD integral's span) and two above it; override with --qualities.
     default_settings: tuple[Setting, ...] = (10, 25, 40, 55, 70, 85)
 
-    def __init__(self, model: str = "default", residual: str = "avif", layer: str | None = None):
+    def __init__(
+        self,
+        model: str = "default",
+        residual: str = "avif",
+        layer: str | None = None,
+        effort: int = 5,
+    ):
         self.model = model
         self.residual = residual
         self.layer = layer
+        self.effort = effort
         self._codec: Any = None
         self._last: tuple[bytes, dict[str, int]] | None = None
         if layer == "base":
@@ -330,7 +337,9 @@ class SemcodecAdapter(CodecAdapter):
                 "no residual), decoded layer=base; single setting 0"
             )
         else:
-            self.description = f"semcodec model={model} residual={residual}, setting = quality"
+            self.description = (
+                f"semcodec model={model} residual={residual} effort={effort}, setting = quality"
+            )
 
     def unavailable_reason(self) -> str | None:
         """The pipeline may not import, or its model may be missing (no trained weights yet)."""
@@ -349,7 +358,7 @@ class SemcodecAdapter(CodecAdapter):
         if self._codec is None:
             from semcodec.codec import Codec
 
-            self._codec = Codec(model=self.model)
+            self._codec = Codec(model=self.model, effort=self.effort)
         return self._codec
 
     def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
@@ -426,12 +435,12 @@ def codec_names() -> list[str]:
 
 
 def get_codec(
-    name: str, *, model: str = "default", residual: str = "avif", threads: int = 1
+    name: str, *, model: str = "default", residual: str = "avif", threads: int = 1, effort: int = 5
 ) -> CodecAdapter:
     """Instantiate a codec by name with the options that apply to it."""
     if name not in _REGISTRY:
         raise KeyError(f"unknown codec {name!r}; known: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name](model=model, residual=residual, threads=threads)
+    return _REGISTRY[name](model=model, residual=residual, threads=threads, effort=effort)
 
 
 def _simple(cls: type[CodecAdapter]) -> Callable[..., CodecAdapter]:
@@ -446,7 +455,9 @@ register_codec("avif", lambda threads=1, **_: AvifAdapter(threads=threads))
 register_codec("jxl", lambda threads=1, **_: JxlAdapter(threads=threads))
 register_codec(
     "semcodec",
-    lambda model="default", residual="avif", **_: SemcodecAdapter(model=model, residual=residual),
+    lambda model="default", residual="avif", effort=5, **_: SemcodecAdapter(
+        model=model, residual=residual, effort=effort
+    ),
 )
 register_codec(
     "semcodec-base",

@@ -344,6 +344,7 @@ def run_benchmark(
     threads: int = 2,
     codec_threads: int = 1,
     min_points: int = 4,
+    effort: int = 5,
 ) -> dict[str, Any]:
     """Measure every image × codec × setting and derive aggregates and BD-rates.
 
@@ -364,7 +365,9 @@ def run_benchmark(
     adapters: dict[str, tuple[CodecAdapter, list[Setting]]] = {}
     for name in codecs:
         try:
-            adapter = get_codec(name, model=model, residual=residual, threads=codec_threads)
+            adapter = get_codec(
+                name, model=model, residual=residual, threads=codec_threads, effort=effort
+            )
         except KeyError as e:
             codec_info[name] = {"status": "skipped", "reason": str(e.args[0]), "settings": []}
             continue
@@ -423,6 +426,7 @@ def run_benchmark(
             "qualities": {c: s for c, (_, s) in adapters.items()},
             "model": model,
             "residual": residual,
+            "effort": effort,
             "threads": threads,
             "codec_threads": codec_threads,
         },

@@ -17,6 +17,8 @@ from semcodec.errors import CorruptData
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_EFFORT",
+    "EFFORTS",
     "MAX_PIXELS",
     "ResidualBackend",
     "backend_by_code",
@@ -29,6 +31,10 @@ __all__ = [
 MAX_PIXELS = 1 << 28
 """Largest residual (H*W) a decoder accepts, so a bogus size cannot exhaust memory."""
 
+DEFAULT_EFFORT = 5
+"""Encoder effort 1..9 (cwebp -m, cjxl -e): more encoder time for fewer bytes; never decoding."""
+EFFORTS = range(1, 10)
+
 RESIDUAL_MIN = -255
 RESIDUAL_MAX = 255
 
@@ -40,8 +46,9 @@ class ResidualBackend(ABC):
     code: int
 
     @abstractmethod
-    def encode(self, residual: np.ndarray, quality: int) -> bytes:
-        """Code an int16 (H, W, 3) residual in [-255, 255]; higher quality → more bytes."""
+    def encode(self, residual: np.ndarray, quality: int, effort: int = DEFAULT_EFFORT) -> bytes:
+        """Code an int16 (H, W, 3) residual in [-255, 255]; higher quality → more bytes,
+        higher effort → more encoder time for fewer bytes (the decoder is the same)."""
 
     @abstractmethod
     def decode(self, data: bytes, height: int, width: int) -> np.ndarray:

@@ -16,7 +16,8 @@ Choices (measured on Kodak proxy residuals, image minus its 8x down/up-sampled b
 and image minus a Gaussian blur): scale 1 gave the best rate-PSNR trade-off (larger scales only
 move along the same curve and add clipping of |residual| > 127/scale); 4:4:4 beat 4:2:0 by about
 3% BD-rate on average (up to 11% on colourful images) and is needed to approach lossless at
-quality 100. The encoder speed and thread count are fixed so the payload is deterministic.
+quality 100. The thread count is fixed and the speed a function of the effort level (libaom
+speed 11 - effort, 6 by default), so the payload is deterministic.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import numpy as np
 from PIL import Image, features
 
 from semcodec.entropy.residual import (
+    DEFAULT_EFFORT,
+    EFFORTS,
     RESIDUAL_MAX,
     RESIDUAL_MIN,
     ResidualBackend,
@@ -47,7 +50,6 @@ _AV1C = 4
 _SCALE_NUM = 1
 _SCALE_DEN = 1
 _OFFSET = 128
-_SPEED = 6  # libaom speed; fixed so that the same input always gives the same bytes
 _THREADS = 1  # fixed (not the machine's core count) for the same reason
 _SUBSAMPLING = "4:4:4"
 
@@ -183,14 +185,22 @@ def from_uint8(r8: np.ndarray, num: int, den: int, offset: int) -> np.ndarray:
     return np.clip(r, RESIDUAL_MIN, RESIDUAL_MAX).astype(np.int16)
 
 
+def speed_for(effort: int) -> int:
+    """libaom speed of an effort level: 1 → 10 (fastest) .. 5 → 6 (default) .. 9 → 2."""
+    if effort not in EFFORTS:
+        raise ValueError(f"effort must be 1..9, got {effort}")
+    return 11 - int(effort)
+
+
 class AvifBackend(ResidualBackend):
     """Residual as an 8-bit 4:4:4 AVIF image (libaom via Pillow)."""
 
     name = "avif"
     code = 2
 
-    def encode(self, residual: np.ndarray, quality: int) -> bytes:
-        """Map to 8 bits and encode; ``quality`` is passed to AVIF unchanged (0..100)."""
+    def encode(self, residual: np.ndarray, quality: int, effort: int = DEFAULT_EFFORT) -> bytes:
+        """Map to 8 bits and encode; ``quality`` is passed to AVIF unchanged (0..100), effort
+        e to libaom's speed 11 - e (effort 5: speed 6)."""
         check_residual(residual)
         q = check_quality(quality)
         _require_avif()
@@ -200,7 +210,7 @@ class AvifBackend(ResidualBackend):
             buf,
             "AVIF",
             quality=q,
-            speed=_SPEED,
+            speed=speed_for(effort),
             subsampling=_SUBSAMPLING,
             max_threads=_THREADS,
             range="full",

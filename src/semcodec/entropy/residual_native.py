@@ -43,6 +43,7 @@ import constriction
 import numpy as np
 
 from semcodec.entropy.residual import (
+    DEFAULT_EFFORT,
     RESIDUAL_MAX,
     RESIDUAL_MIN,
     ResidualBackend,
@@ -410,8 +411,9 @@ class NativeBackend(ResidualBackend):
             raise ValueError(f"block_size must be one of {BLOCK_SIZES}, got {block_size}")
         self.block_size = block_size
 
-    def encode(self, residual: np.ndarray, quality: int) -> bytes:
-        """Quantise and code a residual; ``quality`` 100 is near-lossless."""
+    def encode(self, residual: np.ndarray, quality: int, effort: int = DEFAULT_EFFORT) -> bytes:
+        """Quantise and code a residual; ``quality`` 100 is near-lossless. ``effort`` changes
+        nothing here (one coding path), so every level gives the same bytes."""
         check_residual(residual)
         step = quality_to_step(quality)
         lay = _layout(self.block_size)

@@ -21,7 +21,9 @@ from ..models import fixed
 from ..zoo import load_bundle, save_bundle
 
 
-def _encoded(model: str, images: Sequence[Path]) -> list[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+def _encoded(
+    model: str, images: Sequence[Path]
+) -> list[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
     """(rgb, symbols, labels) of each image through the real encoder."""
     from ..codec import Codec
 

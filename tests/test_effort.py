@@ -1,0 +1,78 @@
+"""--effort 1..9: encoder time for bytes, never a change to how files decode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from semcodec.cli import cli
+from semcodec.codec import Codec
+from semcodec.entropy.residual_avif import speed_for
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _image() -> np.ndarray:
+    rng = np.random.default_rng(5)
+    y, x = np.mgrid[0:48, 0:64]
+    rgb = np.stack([x * 4, y * 5, (x * y) % 256], -1) + rng.integers(0, 30, (48, 64, 3))
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+def test_effort_maps_to_libaom_speed():
+    assert [speed_for(e) for e in range(1, 10)] == [10, 9, 8, 7, 6, 5, 4, 3, 2]
+    for bad in (0, 10):
+        with pytest.raises(ValueError, match="effort must be 1..9"):
+            speed_for(bad)
+    with pytest.raises(ValueError, match="effort must be 1..9"):
+        Codec("tiny", effort=0)
+
+
+def test_effort_changes_the_avif_residual_not_the_decoder():
+    img = _image()
+    files = {e: Codec("tiny", effort=e).encode(img, 60, "avif") for e in (1, 5, 9)}
+    assert len(set(files.values())) == 3  # the residual coder really ran at three speeds
+    decoder = Codec("tiny")  # any effort: decoding does not read it
+    for data in files.values():
+        out = np.asarray(decoder.decode(data).image).astype(int)
+        assert out.shape == img.shape and np.abs(out - img).mean() < 12
+    base = {e: decoder.decode(d, layer="base").image.tobytes() for e, d in files.items()}
+    assert len(set(base.values())) == 1  # the base layer is the same at every effort
+
+
+def test_native_residual_ignores_effort():
+    img = _image()
+    assert Codec("tiny", effort=1).encode(img, 60, "native") == Codec("tiny", effort=9).encode(
+        img, 60, "native"
+    )
+
+
+def test_cli_effort(tmp_path):
+    from PIL import Image
+
+    Image.fromarray(_image()).save(tmp_path / "a.png")
+    run = CliRunner().invoke
+    r = run(
+        cli,
+        [
+            "encode",
+            str(tmp_path / "a.png"),
+            "--model",
+            "tiny",
+            "-e",
+            "9",
+            "-o",
+            str(tmp_path / "e9.sem"),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    r = run(
+        cli, ["encode", str(tmp_path / "a.png"), "--model", "tiny", "-o", str(tmp_path / "e5.sem")]
+    )
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "e9.sem").read_bytes() != (tmp_path / "e5.sem").read_bytes()
+    want = Codec("tiny", effort=9).encode(str(tmp_path / "a.png"), 50, "avif")
+    assert (tmp_path / "e9.sem").read_bytes() == want
+    r = run(cli, ["encode", str(tmp_path / "a.png"), "--model", "tiny", "--effort", "0"])
+    assert r.exit_code == 2 and "effort" in r.output.lower()
