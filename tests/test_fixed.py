@@ -159,3 +159,22 @@ def test_same_pixels_on_every_isa_thread_count_and_backend(tmp_path):
     import hashlib
 
     assert hashes == {hashlib.sha256(here.numpy().tobytes()).hexdigest()}
+
+
+def test_bundles_without_an_integer_table_decode_with_the_float_generator():
+    """The paper's global generator has no integer twin: the codec runs it in float, pinned."""
+    from semcodec.codec import Codec
+
+    zoo.register(zoo.BundleSpec("paper-gen", seg="tiny", compnet="tiny", generator="paper"))
+    try:
+        codec = Codec("paper-gen")
+        assert codec.bundle.fixed is None and not fixed.supports(codec.bundle.gen)
+        img = np.random.default_rng(0).integers(0, 256, (40, 48, 3), dtype=np.uint8)
+        data = codec.encode(img, 0, "native")
+        a = codec.decode(data).image
+        assert a.size == (48, 40) and a.tobytes() == codec.decode(data).image.tobytes()
+        tiny = zoo.load_bundle("tiny")
+        assert tiny.fixed is not None and fixed.supports(tiny.gen)
+    finally:
+        zoo.REGISTRY.pop("paper-gen", None)
+        zoo._CACHE.pop("paper-gen", None)
