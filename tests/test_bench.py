@@ -226,8 +226,9 @@ def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> Non
     calls: list[tuple] = []
 
     class FakeCodec:
-        def __init__(self, model: str) -> None:
+        def __init__(self, model: str, effort: int = 5) -> None:
             calls.append(("init", model))
+            assert effort == 5  # the adapter passes its effort (default 5)
 
         def encode(self, image: np.ndarray, quality: int, residual: str) -> bytes:
             calls.append(("encode", image.shape, quality, residual))
