@@ -178,3 +178,21 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     finally:
         zoo.REGISTRY.pop("paper-gen", None)
         zoo._CACHE.pop("paper-gen", None)
+
+
+def test_packed_weight_block_round_trips_and_is_checked(tmp_path):
+    """The bundle stores the integer weights as one compressed int16 block: exact, and checked."""
+    tiny = zoo.load_bundle("tiny")
+    packed = fixed.pack_state(tiny.fixed.state)
+    unpacked = fixed.unpack_state(packed)
+    assert all(torch.equal(unpacked[k], tiny.fixed.state[k]) for k in tiny.fixed.state)
+    assert int(packed["weights_bits"]) == 16
+    bad = dict(packed)
+    bad["weights_zst"] = packed["weights_zst"][:-5].clone()
+    with pytest.raises(ValueError, match="weight block"):
+        fixed.unpack_state(bad)
+    big = dict(packed)
+    big["weights_shape"] = packed["weights_shape"].clone()
+    big["weights_shape"][0, 0] = 1 << 20
+    with pytest.raises(ValueError, match="too large|wrong size|weight block"):
+        fixed.unpack_state(big)

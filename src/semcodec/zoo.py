@@ -134,7 +134,7 @@ def serialize_bundle(
         "compact_table": torch.from_numpy(table.astype(np.int32)),
     }
     if fixed_state is not None:
-        obj["gen_fixed"] = {k: v.contiguous() for k, v in fixed_state.items()}
+        obj["gen_fixed"] = {k: v.contiguous() for k, v in fixed.pack_state(fixed_state).items()}
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
@@ -182,7 +182,7 @@ def _load_fixed(state: dict | None, name: str) -> FixedGenerator | None:
     if state is None:
         return None
     try:
-        gen_fixed = FixedGenerator(state)
+        gen_fixed = FixedGenerator(fixed.unpack_state(state))
         gen_fixed.check()
     except (KeyError, ValueError, RuntimeError) as exc:
         raise ModelError(f"model weights {name}: bad integer generator table ({exc})") from None

@@ -221,6 +221,54 @@ def _to_pixels(u: torch.Tensor, enh: torch.Tensor, levels: int) -> torch.Tensor:
 _META = ("levels", "classes", "s2d", "blocks", "act_max", "input_max")
 
 
+def pack_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The table as a bundle stores it: the weights as one zstandard-compressed block of
+    int16 (int32 where a weight needs it), 1.8 MB instead of 6.2 MB for the default."""
+    import zstandard
+
+    names = sorted((k for k in state if k.endswith(".w")), key=lambda k: int(k[1:-2]))
+    w = [state[k].to(torch.int32) for k in names]
+    wide = any(int(t.abs().max()) > 32767 for t in w)
+    dtype = torch.int32 if wide else torch.int16
+    blob = b"".join(t.to(dtype).numpy().tobytes() for t in w)
+    out = {k: v for k, v in state.items() if not k.endswith(".w")}
+    out["weights_zst"] = torch.frombuffer(
+        bytearray(zstandard.ZstdCompressor(level=19).compress(blob)), dtype=torch.uint8
+    )
+    out["weights_bits"] = torch.tensor(32 if wide else 16, dtype=torch.int64)
+    out["weights_shape"] = torch.tensor([list(t.shape) for t in w], dtype=torch.int64)
+    return out
+
+
+def unpack_state(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Inverse of pack_state; ValueError on a malformed block (sizes are checked first)."""
+    import zstandard
+
+    shapes = [tuple(int(v) for v in s) for s in packed["weights_shape"].tolist()]
+    bits = int(packed["weights_bits"])
+    if bits not in (16, 32) or any(len(s) != 4 or min(s) < 1 for s in shapes):
+        raise ValueError("bad weight block header")
+    size = sum(math.prod(s) for s in shapes) * bits // 8
+    if size > 1 << 28:
+        raise ValueError("weight block too large")
+    try:
+        blob = zstandard.ZstdDecompressor().decompress(
+            packed["weights_zst"].numpy().tobytes(), max_output_size=size
+        )
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"weight block: {exc}") from None
+    if len(blob) != size:
+        raise ValueError("weight block has the wrong size")
+    flat = np.frombuffer(blob, np.int16 if bits == 16 else np.int32).astype(np.int32)
+    state = {k: v for k, v in packed.items() if not k.startswith("weights_")}
+    at = 0
+    for i, s in enumerate(shapes):
+        n = math.prod(s)
+        state[f"c{i}.w"] = torch.from_numpy(flat[at : at + n].reshape(s).copy())
+        at += n
+    return state
+
+
 # ----- conversion from a float generator (at export, or at load for random test bundles) -------
 def _int_weights(
     w: np.ndarray, b: np.ndarray, in_scale: np.ndarray, in_max: np.ndarray, e_out: int
