@@ -6,7 +6,7 @@ latents themselves, through the decoder's own generator and the coder's own prob
 before quantising (Campos et al. 2019, "Content adaptive optimization for neural image
 compression"; Yang et al. 2020, "Improving inference for neural image compression").
 
-Measured on 7 Kodak images with the session-2 model `5599527b` (12 steps): the base layer alone gains
+Measured on 7 Kodak images with model `5599527b` (12 steps): the base layer alone gains
 0.36 dB PSNR for 1.8 % more compact-layer rate, but with a residual layer (quality 10–55) the
 files are as large and as good as without refinement: AVIF codes the corrections refinement makes
 (mostly low-frequency) about as cheaply. Refinement is therefore off by default and offered for

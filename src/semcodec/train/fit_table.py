@@ -4,7 +4,7 @@ Why: the table is a categorical model per (channel, context); its maximum-likeli
 symbol counts of the compact layer over the training images, smoothed. Counting gives the
 exact fit in minutes, for any number of context neighbours, without retraining the networks
 (their weights and hence every decoded pixel stay the same; only the compact layer's bits
-change). Measured in session 5 (model 7613404e, 3 channels x 16 levels): the trained 2-neighbour
+change). Measured with model 7613404e ( 3 channels x 16 levels): the trained 2-neighbour
 table coded Kodak's compact layers at 0.0968 bpp, a counted 3-neighbour table (left, top,
 top-right) fitted on the 300 BSDS500 training photos at 0.0929 bpp (docs/training.md).
 """
