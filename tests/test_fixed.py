@@ -196,3 +196,27 @@ def test_packed_weight_block_round_trips_and_is_checked(tmp_path):
     big["weights_shape"][0, 0] = 1 << 20
     with pytest.raises(ValueError, match="too large|wrong size|weight block"):
         fixed.unpack_state(big)
+
+
+def test_fix_generator_command_writes_a_calibrated_bundle(tmp_path):
+    """`semcodec train fix-generator`: a new bundle, same networks, an integer table close to
+    the float generator on held-out images."""
+    from PIL import Image
+
+    from semcodec.train.fix_generator import fix_bundle
+
+    b = zoo.load_bundle("tiny")
+    src = zoo.save_bundle(tmp_path / "in.pt", b.spec, b.seg, b.comp, b.gen, b.compact_table)
+    rng = np.random.default_rng(0)
+    photos = []
+    for i in range(3):
+        y, x = np.mgrid[0:48, 0:64]
+        img = np.stack([x * 3 + i * 20, y * 4, (x + y) * 2], -1) + rng.integers(0, 25, (48, 64, 3))
+        photos.append(tmp_path / f"p{i}.png")
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(photos[-1])
+    out, rec = fix_bundle(src, photos, tmp_path / "out", calibration=2, held_out=1)
+    new = zoo.load_bundle(str(out))
+    assert new.fixed is not None and new.hash != b.hash
+    assert rec["calibration_images"] == 2 and rec["held_out_images"] == 1
+    assert rec["psnr_float_vs_integer"] > 40
+    assert new.info["integer_generator"]["act_max"] == 511

@@ -9,6 +9,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+import click
 import torch
 import torch.distributed as dist
 
@@ -104,3 +105,33 @@ class Progress:
         else:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
+
+
+def bundle_option(purpose: str):
+    """--bundle: the shipped bundle a bundle-rewriting command starts from."""
+    return click.option(
+        "--bundle",
+        "bundle_path",
+        type=click.Path(path_type=Path, exists=True, dir_okay=False),
+        required=True,
+        help=f"model bundle {purpose} (models/*.pt)",
+    )
+
+
+def photos_option(purpose: str):
+    """--photos: training images (never a test set) for a bundle-rewriting command."""
+    return click.option(
+        "--photos",
+        type=click.Path(path_type=Path, exists=True, file_okay=False),
+        default=Path("../shared/data/photos"),
+        show_default=True,
+        help=f"training images (never the test set){purpose}",
+    )
+
+
+dest_option = click.option(
+    "--dest",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="folder for the new '<name>-<sha8>.pt'",
+)

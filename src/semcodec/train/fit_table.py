@@ -4,7 +4,7 @@ Why: the table is a categorical model per (channel, context); its maximum-likeli
 symbol counts of the compact layer over the training images, smoothed. Counting gives the
 exact fit in minutes, for any number of context neighbours, without retraining the networks
 (their weights and hence every decoded pixel stay the same; only the compact layer's bits
-change). Measured with model 7613404e ( 3 channels x 16 levels): the trained 2-neighbour
+change). Measured with model 7613404e (3 channels x 16 levels): the trained 2-neighbour
 table coded Kodak's compact layers at 0.0968 bpp, a counted 3-neighbour table (left, top,
 top-right) fitted on the 300 BSDS500 training photos at 0.0929 bpp (docs/training.md).
 """
@@ -20,6 +20,7 @@ import numpy as np
 from ..entropy.compact import TABLE_PRECISION, context_index, table_neighbours, validate_table
 from ..imageio import list_images
 from ..zoo import load_bundle, save_bundle
+from .common import bundle_option, dest_option, photos_option
 
 DEFAULT_ALPHA = 0.2  # additive smoothing; chosen on 50 held-out training photos (not Kodak)
 
@@ -98,29 +99,12 @@ def refit_bundle(
 
 
 @click.command("fit-table")
-@click.option(
-    "--bundle",
-    "bundle_path",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    required=True,
-    help="model bundle whose networks produce the symbols (models/*.pt)",
-)
-@click.option(
-    "--photos",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    default=Path("../shared/data/photos"),
-    show_default=True,
-    help="training images (never the test set)",
-)
+@bundle_option("whose networks produce the symbols")
+@photos_option("")
 @click.option("--limit", type=int, default=None, help="use the first N images only")
 @click.option("--neighbours", type=click.Choice(["2", "3"]), default="3", show_default=True)
 @click.option("--alpha", type=float, default=DEFAULT_ALPHA, show_default=True)
-@click.option(
-    "--dest",
-    type=click.Path(path_type=Path, file_okay=False),
-    required=True,
-    help="folder for the new '<name>-<sha8>.pt'",
-)
+@dest_option
 def fit_table_command(bundle_path, photos, limit, neighbours, alpha, dest):
     """Refit a bundle's compact context table by counting symbols on training photos."""
     files = list_images(photos, limit)

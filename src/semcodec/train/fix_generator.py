@@ -19,6 +19,7 @@ import torch
 from ..imageio import list_images
 from ..models import fixed
 from ..zoo import load_bundle, save_bundle
+from .common import bundle_option, dest_option, photos_option
 
 
 def _encoded(
@@ -101,28 +102,11 @@ def fix_bundle(
 
 
 @click.command("fix-generator")
-@click.option(
-    "--bundle",
-    "bundle_path",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    required=True,
-    help="model bundle whose generator to put on the integer grid (models/*.pt)",
-)
-@click.option(
-    "--photos",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    default=Path("../shared/data/photos"),
-    show_default=True,
-    help="training images (never the test set): the first N calibrate, the last M are held out",
-)
+@bundle_option("whose generator to put on the integer grid")
+@photos_option(": the first N calibrate, the last M are held out")
 @click.option("--calibration", type=int, default=12, show_default=True)
 @click.option("--held-out", type=int, default=8, show_default=True)
-@click.option(
-    "--dest",
-    type=click.Path(path_type=Path, file_okay=False),
-    required=True,
-    help="folder for the new '<name>-<sha8>.pt'",
-)
+@dest_option
 def fix_generator_command(bundle_path, photos, calibration, held_out, dest):
     """Calibrate and store a bundle's integer-grid generator (bit-exact decoding)."""
     files = list_images(photos)
