@@ -435,7 +435,8 @@ class Codec:
             sym = torch.from_numpy(_grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
             lab_t = torch.from_numpy(_grow(labels[cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
             if fixed_gen is not None:
-                v = fixed_gen.forward(sym[None], lab_t[None])[0]
+                with runtime.generator_heap():
+                    v = fixed_gen.forward(sym[None], lab_t[None])[0]
             else:
                 v = self._float_generator(sym[None], lab_t[None], (gh * MULTIPLE, gw * MULTIPLE))
             oy0, ox0 = y0 * MULTIPLE, x0 * MULTIPLE
