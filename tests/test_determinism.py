@@ -69,7 +69,7 @@ def codecs():
         for conv in (big.bundle.comp.net[-2], big.bundle.gen.body[-2]):
             conv.weight.copy_(torch.randn(conv.weight.shape, generator=g) * 0.02)
             conv.bias.copy_(torch.randn(conv.bias.shape, generator=g) * 0.02)
-    big.bundle.fixed = zoo.fix_random(big.bundle.spec, big.bundle.gen, big.bundle.levels)
+    big.bundle.fixed = zoo.fix_random(big.bundle.gen, big.bundle.levels, big.bundle.spec.seed)
     return {"tiny": Codec("tiny"), "tiny-tiled": Codec("tiny", tiling=Tiling(64, 64, 0)),
             "default-arch": big}
 

@@ -27,8 +27,10 @@ from typing import Any
 import click
 
 from . import container
+from .entropy.residual import DEFAULT_EFFORT, EFFORTS
 from .errors import SemcodecError
 from .imageio import OutputExists, atomic_write_bytes
+from .metadata import KINDS as METADATA_KINDS
 from .ratecontrol import bytes_for_bpp, search_quality
 
 try:
@@ -551,8 +553,8 @@ class _EncodeTask:
     target_size: int | None
     target_bpp: float | None
     refine_steps: int = 0
-    metadata: frozenset[str] = frozenset({"icc", "exif", "xmp"})
-    effort: int = 5
+    metadata: frozenset[str] = frozenset(METADATA_KINDS)
+    effort: int = DEFAULT_EFFORT
 
 
 def _encode_work(task: _EncodeTask) -> _Outcome:
@@ -631,6 +633,16 @@ def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) ->
         raise click.BadParameter(str(exc)) from None
 
 
+effort_option = click.option(
+    "-e",
+    "--effort",
+    type=click.IntRange(min(EFFORTS), max(EFFORTS)),
+    default=DEFAULT_EFFORT,
+    show_default=True,
+    help="Encoder effort: higher spends more encoding time for fewer bytes at the same "
+    "quality (the AVIF residual's speed 11 - effort); files decode the same way, as fast.",
+)
+
 _io_options = [
     click.option(
         "-o", "--output", metavar="OUT", help="Output file ('-' for stdout); one input only."
@@ -708,15 +720,7 @@ def _apply(options: list[Callable]) -> Callable:
     help="Encoder-side refinement of the compact layer (gradient steps, each about 2 s per "
     "megapixel on one core): better base layer for -q 0, no gain with a residual.",
 )
-@click.option(
-    "-e",
-    "--effort",
-    type=click.IntRange(1, 9),
-    default=5,
-    show_default=True,
-    help="Encoder effort: higher spends more encoding time for fewer bytes at the same "
-    "quality (the AVIF residual's speed 11 - effort); files decode the same way, as fast.",
-)
+@effort_option
 @click.option(
     "--metadata",
     "metadata",

@@ -38,6 +38,7 @@ from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
 from .metadata import KINDS as METADATA_KINDS
 from .metadata import Metadata, decode_metadata, encode_metadata, metadata_of
 from .models.compnet import dequantize, quantize
+from .models.generator import pixels
 from .refine import RefineConfig, refine_latents
 from .zoo import ModelBundle, load_bundle
 
@@ -56,10 +57,8 @@ _MAP_MIN_BITS = math.log2(2048 / 2047)
 _PLAUSIBLE = 0.5  # safety factor on those lower bounds (rounding, coder flush)
 _MAP_MODE_CODED = 0x01
 COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
-BANDS_2, BANDS_4 = (
-    1 << 11,
-    1 << 14,
-)  # core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
+# core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
+BANDS_2, BANDS_4 = 1 << 11, 1 << 14
 
 
 @dataclass(frozen=True)
@@ -379,11 +378,8 @@ class Codec:
         ph, pw = rgb.shape[:2]
         c = self.bundle.comp.cfg.out_channels
         symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
-        pieces = [
-            band
-            for r in self.tiling.regions(ph, pw)
-            for band in _bands(_blocks(r.core), _blocks(r.ctx))
-        ]
+        regions = self.tiling.regions(ph, pw)
+        pieces = [band for r in regions for band in _bands(_blocks(r.core), _blocks(r.ctx))]
         bundle, bf16 = self.bundle, self.bf16
 
         def piece(r: Region) -> Callable[[], np.ndarray]:
@@ -403,8 +399,7 @@ class Codec:
 
             return run
 
-        tiled = len(self.tiling.regions(ph, pw)) > 1
-        results = self._run([piece(r) for r in pieces], "compnet" if tiled else "")
+        results = self._run([piece(r) for r in pieces], "compnet" if len(regions) > 1 else "")
         for r, q in zip(pieces, results, strict=True):
             (y0, y1, x0, x1), (cy0, _, cx0, _) = r.core, r.ctx
             symbols[:, y0:y1, x0:x1] = q[:, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
@@ -452,7 +447,7 @@ class Codec:
         """uint8 (3,H,W) of a float generator, on one thread (reproducible on one machine only)."""
         with runtime.single_thread():
             v, _base = self.bundle.gen(dequantize(sym, self.bundle.levels), lab, size)
-        return ((v[0].clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
+        return pixels(v[0])
 
     def encode(
         self,

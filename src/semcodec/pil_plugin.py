@@ -41,7 +41,6 @@ class SemImageFile(ImageFile.ImageFile):
 
     def _open(self) -> None:
         assert self.fp is not None
-        self._sem_start = self.fp.tell()
         prefix = self.fp.read(_MAX_HEADER)
         try:
             header = container.read_header(prefix)
@@ -56,17 +55,16 @@ class SemImageFile(ImageFile.ImageFile):
             quality=header.quality,
             residual=_RESIDUAL_NAMES.get(header.residual_backend, str(header.residual_backend)),
         )
-        self._read_metadata(prefix)
+        self._sem_data = prefix + self.fp.read()  # read once: metadata now, pixels on load()
+        self._read_metadata()
         self.tile = []
 
-    def _read_metadata(self, prefix: bytes) -> None:
+    def _read_metadata(self) -> None:
         """Expose the file's ICC profile, EXIF and XMP in ``info`` (so ``getexif()`` works)."""
         from .metadata import decode_metadata
 
-        rest = self.fp.read()
-        self.fp.seek(self._sem_start)
         try:
-            _header, layers = container.unpack(prefix + rest)
+            _header, layers = container.unpack(self._sem_data)
             raw = layers.get(container.LayerKind.METADATA)
             meta = decode_metadata(raw) if raw is not None else None
         except CorruptData:
@@ -81,8 +79,7 @@ class SemImageFile(ImageFile.ImageFile):
         if self._im is None:
             if self.fp is None:
                 raise OSError("cannot load this image: file already closed")
-            self.fp.seek(self._sem_start)
-            data = self.fp.read()
+            data = self._sem_data
             from .codec import get_codec
 
             try:
@@ -97,14 +94,14 @@ class SemImageFile(ImageFile.ImageFile):
             if self._exclusive_fp and self._close_exclusive_fp_after_loading:
                 self.fp.close()
             self.fp = None
+            self._sem_data = b""
         return Image.Image.load(self)
 
     def verify(self) -> None:
         """Check the whole file's structure and CRCs without decoding pixels."""
         assert self.fp is not None
-        self.fp.seek(self._sem_start)
         try:
-            container.unpack(self.fp.read())
+            container.unpack(self._sem_data)
         except CorruptData as exc:
             raise SyntaxError(f"broken .sem file: {exc}") from None
         super().verify()

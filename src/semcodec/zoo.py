@@ -189,12 +189,12 @@ def _load_fixed(state: dict | None, name: str) -> FixedGenerator | None:
     return gen_fixed
 
 
-def fix_random(spec: BundleSpec, gen: Generator, levels: int) -> FixedGenerator | None:
+def fix_random(gen: Generator, levels: int, seed: int = 0) -> FixedGenerator | None:
     """The integer generator of a bundle without photos: grids from seeded synthetic inputs."""
     if not fixed.supports(gen):
         return None
     cal = fixed.synthetic_calibration(
-        gen.cfg.compact_channels, levels, gen.cfg.num_classes, seed=spec.seed
+        gen.cfg.compact_channels, levels, gen.cfg.num_classes, seed=seed
     )
     return fixed.from_float(gen, levels, cal)
 
@@ -203,7 +203,7 @@ def _load_random(spec: BundleSpec) -> ModelBundle:
     """A seeded random-initialised bundle (tests); its hash covers the initial weights."""
     seg, comp, gen, ctx = _build(spec)
     table = ctx.integer_table()
-    gen_fixed = fix_random(spec, gen.eval(), comp.cfg.levels)
+    gen_fixed = fix_random(gen.eval(), comp.cfg.levels, spec.seed)
     state = gen_fixed.state if gen_fixed is not None else None
     h = state_hash(serialize_bundle(spec, seg, comp, gen, table, half=False, fixed_state=state))
     return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, {}, gen_fixed)

@@ -13,6 +13,7 @@ import click
 
 from semcodec.bench.codecs import DEFAULT_CODECS as _DEFAULT_CODECS
 from semcodec.bench.codecs import Setting, codec_names
+from semcodec.cli import effort_option
 
 DEFAULT_CODECS = ",".join(_DEFAULT_CODECS)
 
@@ -79,13 +80,7 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Use the first N images.")
 @click.option("--model", default="default", show_default=True, help="semcodec model name.")
 @click.option("--residual", default="avif", show_default=True, help="semcodec residual backend.")
-@click.option(
-    "--effort",
-    type=click.IntRange(1, 9),
-    default=5,
-    show_default=True,
-    help="semcodec encoder effort (the AVIF residual's speed 11 - effort).",
-)
+@effort_option
 @click.option(
     "--threads",
     type=click.IntRange(min=1),

@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from semcodec.entropy.residual import DEFAULT_EFFORT
+
 __all__ = [
     "CodecAdapter",
     "CodecUnavailable",
@@ -321,7 +323,7 @@ class SemcodecAdapter(CodecAdapter):
         model: str = "default",
         residual: str = "avif",
         layer: str | None = None,
-        effort: int = 5,
+        effort: int = DEFAULT_EFFORT,
     ):
         self.model = model
         self.residual = residual
@@ -435,7 +437,12 @@ def codec_names() -> list[str]:
 
 
 def get_codec(
-    name: str, *, model: str = "default", residual: str = "avif", threads: int = 1, effort: int = 5
+    name: str,
+    *,
+    model: str = "default",
+    residual: str = "avif",
+    threads: int = 1,
+    effort: int = DEFAULT_EFFORT,
 ) -> CodecAdapter:
     """Instantiate a codec by name with the options that apply to it."""
     if name not in _REGISTRY:
@@ -455,7 +462,7 @@ register_codec("avif", lambda threads=1, **_: AvifAdapter(threads=threads))
 register_codec("jxl", lambda threads=1, **_: JxlAdapter(threads=threads))
 register_codec(
     "semcodec",
-    lambda model="default", residual="avif", effort=5, **_: SemcodecAdapter(
+    lambda model="default", residual="avif", effort=DEFAULT_EFFORT, **_: SemcodecAdapter(
         model=model, residual=residual, effort=effort
     ),
 )

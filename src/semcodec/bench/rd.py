@@ -69,6 +69,7 @@ from PIL import Image
 from semcodec.bench.bdrate import METHODS, bd_dist_result, bd_rate_result
 from semcodec.bench.codecs import CodecAdapter, Setting, get_codec, settings_or_default
 from semcodec.bench.metrics import ms_ssim, msssim_scales, psnr
+from semcodec.entropy.residual import DEFAULT_EFFORT
 from semcodec.imageio import IMAGE_SUFFIXES, list_images
 
 __all__ = [
@@ -344,7 +345,7 @@ def run_benchmark(
     threads: int = 2,
     codec_threads: int = 1,
     min_points: int = 4,
-    effort: int = 5,
+    effort: int = DEFAULT_EFFORT,
 ) -> dict[str, Any]:
     """Measure every image × codec × setting and derive aggregates and BD-rates.
 

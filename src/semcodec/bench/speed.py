@@ -404,14 +404,12 @@ def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
     sym = torch.randint(0, levels, (1, comp.cfg.out_channels, h // f, w // f), generator=g)
     t = dequantize(sym, levels)
     from semcodec import runtime
-    from semcodec.models import fixed as fixed_mod
     from semcodec.zoo import fix_random
 
-    integer = None
-    if fixed_mod.supports(gen):
-        integer = b.fixed if not spec["arch"] and b.fixed is not None else None
-        if integer is None:
-            integer = fix_random(zoo_spec(spec), gen, levels)
+    # what the decoder runs: the bundle's integer table, or one fixed from random weights
+    integer = None if spec["arch"] else b.fixed
+    if integer is None:
+        integer = fix_random(gen, levels)
     calls: dict[str, Callable[[], Any]] = {
         "segmentation": lambda: seg.logits_lowres(x),
         "compnet": lambda: comp(x, labels),
@@ -454,14 +452,6 @@ def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
         "runtime": runtime.diagnostics(),
         "error": None,
     }
-
-
-def zoo_spec(spec: dict[str, Any]):
-    """The seeded random bundle spec of an architecture (speed only)."""
-    from semcodec.zoo import BundleSpec
-
-    name = spec["arch"] or "default"
-    return BundleSpec(name, seg=name, compnet=name, generator=name, seed=0)
 
 
 def _worker_main(spec_path: str, result_path: str) -> int:

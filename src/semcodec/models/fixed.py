@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .compnet import dequantize
 from .generator import Generator
 
 ACC_LIMIT = (1 << 24) - 1  # largest |partial sum| an fp32 accumulator holds exactly
@@ -331,14 +332,8 @@ def from_float(
     stream_in: list[list[torch.Tensor]] = [[] for _ in range(len(blocks) + 1)]
     hidden: list[list[torch.Tensor]] = [[] for _ in blocks]
     for symbols, labels in calibration:
-        from .compnet import dequantize
-
         t = dequantize(symbols, levels)
-        size = (t.shape[-2] * FACTOR, t.shape[-1] * FACTOR)
-        from .compnet import one_hot_map
-        from .generator import upsample_base
-
-        x = torch.cat([upsample_base(t, size), one_hot_map(labels, cfg.num_classes, size)], 1)
+        _, x = gen.body_input(t, labels, (t.shape[-2] * FACTOR, t.shape[-1] * FACTOR))
         x = F.relu(conv0(body[0](x)))
         for i, blk in enumerate(blocks):
             stream_in[i].append(x.abs().amax(dim=(0, 2, 3)))

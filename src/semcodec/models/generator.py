@@ -102,6 +102,17 @@ class Generator(nn.Module):
         self, compact: torch.Tensor, labels: torch.Tensor, size: tuple[int, int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(enhanced reconstruction, base), both (B,3,H,W) in [-1, 1]; labels at any resolution."""
-        base = upsample_base(compact, size)
-        x = torch.cat([base, one_hot_map(labels, self.cfg.num_classes, size)], 1)
+        base, x = self.body_input(compact, labels, size)
         return base + self.body(x), base
+
+    def body_input(
+        self, compact: torch.Tensor, labels: torch.Tensor, size: tuple[int, int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(base, what the body sees): the upsampled compact layer and the one-hot map."""
+        base = upsample_base(compact, size)
+        return base, torch.cat([base, one_hot_map(labels, self.cfg.num_classes, size)], 1)
+
+
+def pixels(v: torch.Tensor) -> torch.Tensor:
+    """A [-1, 1] reconstruction as uint8 pixels, rounded as the float decoder does."""
+    return ((v.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)

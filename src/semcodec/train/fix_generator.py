@@ -16,8 +16,10 @@ import click
 import numpy as np
 import torch
 
+from ..bench.metrics import psnr
 from ..imageio import list_images
 from ..models import fixed
+from ..models.generator import pixels
 from ..zoo import load_bundle, save_bundle
 from .common import bundle_option, dest_option, photos_option
 
@@ -38,12 +40,6 @@ def _encoded(
     return out
 
 
-def _psnr(a: np.ndarray, b: np.ndarray) -> float:
-    """PSNR of two uint8 images."""
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return 10 * np.log10(255**2 / max(mse, 1e-12))
-
-
 def compare(
     bundle_gen: torch.nn.Module, fixed_gen: fixed.FixedGenerator, levels: int, held_out: list
 ) -> dict:
@@ -55,12 +51,12 @@ def compare(
         h, w = rgb.shape[:2]
         with torch.no_grad():
             v, _ = bundle_gen(dequantize(sym, levels), lab, (sym.shape[-2] * 8, sym.shape[-1] * 8))
-        vf = ((v[0].clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(1, 2, 0).numpy()
+        vf = pixels(v[0]).permute(1, 2, 0).numpy()
         vq = fixed_gen.forward(sym, lab)[0].permute(1, 2, 0).numpy()
         vf, vq = vf[:h, :w], vq[:h, :w]
-        pf.append(_psnr(rgb, vf))
-        pq.append(_psnr(rgb, vq))
-        pd.append(_psnr(vf, vq))
+        pf.append(psnr(rgb, vf))
+        pq.append(psnr(rgb, vq))
+        pd.append(psnr(vf, vq))
     return {
         "held_out_images": len(held_out),
         "psnr_float": float(np.mean(pf)),
