@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -92,14 +93,14 @@ def test_backbone_weights_from_torchvision_style_state_dict(tmp_path) -> None:
 def test_compnet_layers_and_shape(name: str) -> None:
     net = CompNet(COMPNET_CONFIGS[name])
     convs = [m for m in net.net if isinstance(m, torch.nn.Conv2d)]
-    w = COMPNET_CONFIGS[name].widths
-    assert [c.out_channels for c in convs] == [*w, 3]
+    w, k = COMPNET_CONFIGS[name].widths, COMPNET_CONFIGS[name].out_channels
+    assert [c.out_channels for c in convs] == [*w, k]
     assert [c.kernel_size[0] for c in convs] == [7, 3, 3, 3, 7]
     assert [c.stride[0] for c in convs] == [1, 2, 2, 2, 1]
     assert isinstance(net.net[-1], torch.nn.Tanh)
     x, lab = torch.rand(2, 3, 32, 40), torch.randint(0, 11, (2, 4, 5))
     t = net(x, lab)
-    assert t.shape == (2, 3, 4, 5) and t.abs().max() <= 1
+    assert t.shape == (2, k, 4, 5) and t.abs().max() <= 1
     t.sum().backward()
 
 
@@ -136,10 +137,11 @@ def test_quantisation_round_trip() -> None:
 def test_generator_adds_enhancement_to_base(name: str) -> None:
     torch.manual_seed(0)
     gen = Generator(GENERATOR_CONFIGS[name])
-    t, lab = torch.rand(1, 3, 8, 8) * 2 - 1, torch.randint(0, 11, (1, 8, 8))
+    k = GENERATOR_CONFIGS[name].compact_channels
+    t, lab = torch.rand(1, k, 8, 8) * 2 - 1, torch.randint(0, 11, (1, 8, 8))
     out, base = gen(t, lab, (64, 64))
     assert out.shape == base.shape == (1, 3, 64, 64)
-    assert torch.allclose(base, upsample_base(t, (64, 64)))
+    assert torch.allclose(base, upsample_base(t[:, :3], (64, 64)), atol=1e-6)  # RGB only
     # the last conv starts at zero: an untrained generator returns the base exactly
     assert torch.allclose(out, base)
     out.sum().backward()
@@ -170,3 +172,15 @@ def test_discriminator_two_scales(name: str) -> None:
     s1, s2 = feats[0][-1], feats[1][-1]
     assert s1.shape[1] == s2.shape[1] == 1 and s2.shape[-1] > s1.shape[-1]
     assert len(feats[0]) == DISCRIMINATOR_CONFIGS[name].layers + 1
+
+
+def test_thumbnail_skip_feeds_only_the_colour_channels() -> None:
+    """With zero output weights the first three channels are the thumbnail, the rest tanh(bias)."""
+    net = CompNet(COMPNET_CONFIGS["c8"]).eval()
+    with torch.no_grad():
+        net.net[-2].bias[3:] = 0.25
+        x = torch.rand(1, 3, 32, 32)
+        t = net(x, torch.zeros(1, 4, 4, dtype=torch.long))
+    thumb = torch.nn.functional.avg_pool2d(x * 2 - 1, 8).clamp(-0.96, 0.96)
+    assert torch.allclose(t[:, :3], thumb, atol=1e-6)
+    assert torch.allclose(t[:, 3:], torch.full_like(t[:, 3:], float(np.tanh(0.25))), atol=1e-6)

@@ -26,7 +26,12 @@ COMPNET_CONFIGS: dict[str, CompNetConfig] = {
     "paper": CompNetConfig(norm="instance"),
     "default": CompNetConfig(thumbnail_skip=True),
     "tiny": CompNetConfig(widths=(8, 8, 16, 16), levels=8),
+    # the default plus 5 or 13 learned channels beside the thumbnail (capacity expansion)
+    "c8": CompNetConfig(out_channels=8, thumbnail_skip=True),
+    "c16": CompNetConfig(out_channels=16, thumbnail_skip=True),
 }
+
+THUMB_CHANNELS = 3  # the thumbnail skip feeds the first three channels (RGB)
 
 
 class SafeReflectionPad2d(nn.Module):
@@ -106,7 +111,9 @@ class CompNet(nn.Module):
         if not self.cfg.thumbnail_skip:
             return self.net[-1](z)
         thumb = F.avg_pool2d(image * 2 - 1, 8, ceil_mode=True)  # (-1, 1) at 1/8 size
-        return torch.tanh(z + torch.atanh(thumb.clamp(-0.96, 0.96)))
+        skip = torch.atanh(thumb.clamp(-0.96, 0.96))
+        extra = z.shape[1] - THUMB_CHANNELS  # channels beyond the thumbnail's have no skip
+        return torch.tanh(z + F.pad(skip, (0, 0, 0, 0, 0, extra)) if extra else z + skip)
 
     def _first_conv(self, img: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The 7x7 conv over image + map, with the map's part computed at 1/8 resolution.

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from .compnet import dequantize
-from .generator import Generator
+from .generator import RGB, Generator
 
 ACC_LIMIT = (1 << 24) - 1  # largest |partial sum| an fp32 accumulator holds exactly
 FACTOR = 8  # compact layer → pixels
@@ -150,18 +150,26 @@ class FixedGenerator:
         ]
         self.qshift = state["qshift"].to(torch.int64)  # per block input and the last conv
         self.state = state
-        self._conv0 = _grouped_first(self.convs[0], 3, self.meta["classes"], self.meta["s2d"])
+        self._conv0 = _grouped_first(
+            self.convs[0], self.channels, self.meta["classes"], self.meta["s2d"]
+        )
 
     @property
     def levels(self) -> int:
         return self.meta["levels"]
+
+    @property
+    def channels(self) -> int:
+        """Compact channels conv 0 reads, from its shape: (in - classes * s2d^2) / s2d^2."""
+        s2 = self.meta["s2d"] ** 2
+        return self.convs[0].weight.shape[1] // s2 - self.meta["classes"]
 
     def check(self) -> None:
         """Refuse a table whose accumulators could leave fp32's exact integers."""
         m = self.meta
         s2 = m["s2d"] ** 2
         q_b = 256 * (m["levels"] - 1) // base_step(m["levels"])
-        first = np.array([q_b] * (3 * s2) + [1] * (m["classes"] * s2))
+        first = np.array([q_b] * (self.channels * s2) + [1] * (m["classes"] * s2))
         bounds = [self.convs[0].bound(first)]
         width = self.convs[0].weight.shape[0]
         for i in range(m["blocks"]):
@@ -196,7 +204,7 @@ class FixedGenerator:
             e = self.convs[-1](self._quantise(x, m["blocks"])).round_()
             del x
             enh = F.pixel_shuffle(e, s).to(torch.int64)  # enhancement in units of 2**-ENH_SHIFT
-        return _to_pixels(u, enh, levels)
+        return _to_pixels(u[:, :RGB], enh, levels)
 
     def _quantise(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
@@ -347,8 +355,9 @@ def from_float(
     e_h = [_grid(_stat(v, spec.quantile), spec.act_max) for v in hidden]
     step = base_step(levels)
     qb_max = 256 * (levels - 1) // step
-    in_scale0 = np.array([step / (256 * (levels - 1))] * (3 * s2) + [1.0] * (cfg.num_classes * s2))
-    in_max0 = np.array([qb_max] * (3 * s2) + [1] * (cfg.num_classes * s2))
+    nb = cfg.compact_channels * s2
+    in_scale0 = np.array([step / (256 * (levels - 1))] * nb + [1.0] * (cfg.num_classes * s2))
+    in_max0 = np.array([qb_max] * nb + [1] * (cfg.num_classes * s2))
 
     def np_(p: torch.Tensor) -> np.ndarray:
         return p.detach().double().numpy()

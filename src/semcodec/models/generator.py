@@ -30,7 +30,11 @@ GENERATOR_CONFIGS: dict[str, GeneratorConfig] = {
     "paper": GeneratorConfig(kind="global", width=64, blocks=9, norm="instance"),
     "default": GeneratorConfig(),
     "tiny": GeneratorConfig(width=8, blocks=1),
+    "c8": GeneratorConfig(compact_channels=8),
+    "c16": GeneratorConfig(compact_channels=16),
 }
+
+RGB = 3  # the first three compact channels are the image's colours; the rest only feed the body
 
 
 class ResBlock(nn.Module):
@@ -103,12 +107,13 @@ class Generator(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(enhanced reconstruction, base), both (B,3,H,W) in [-1, 1]; labels at any resolution."""
         base, x = self.body_input(compact, labels, size)
-        return base + self.body(x), base
+        return base[:, :RGB] + self.body(x), base[:, :RGB]
 
     def body_input(
         self, compact: torch.Tensor, labels: torch.Tensor, size: tuple[int, int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(base, what the body sees): the upsampled compact layer and the one-hot map."""
+        """(upsampled compact layer, what the body sees: it and the one-hot map); the base image
+        is its first three channels."""
         base = upsample_base(compact, size)
         return base, torch.cat([base, one_hot_map(labels, self.cfg.num_classes, size)], 1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from .common import (
     seg_source,
     setup_distributed,
 )
-from .data import read_photos, read_split
+from .data import list_images, read_photos, read_split
 
 MAP_SCALE = 8
 
@@ -61,6 +62,7 @@ class CodecTrainConfig:
     weights: LossWeights = field(default_factory=LossWeights)
     bf16: bool = True
     seed: int = 0
+    hold_out: int = 0  # the last N photos are kept out of training and evaluated at each save
 
 
 class CodecNets(nn.Module):
@@ -92,6 +94,16 @@ def compute_maps(seg: SegNet, images: list[np.ndarray], bf16: bool = True) -> li
             logits = seg.logits_lowres(x)
         maps.append(logits.float()[0].argmax(0).numpy().astype(np.uint8))
     return maps
+
+
+def hold_out(images: list, maps: list, n: int, photos: int) -> tuple[tuple, tuple]:
+    """(training, held-out) pairs of (images, maps): the last n photos are held out."""
+    keep = [i for i in range(len(images)) if not photos - n <= i < photos]
+    held = range(max(0, photos - n), photos) if n else range(0)
+    return (
+        ([images[i] for i in keep], [maps[i] for i in keep]),
+        ([images[i] for i in held], [maps[i] for i in held]),
+    )
 
 
 def crop8(images: list[np.ndarray]) -> list[np.ndarray]:
@@ -186,6 +198,8 @@ def train_codec(
     if seg_weights is not None:
         seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
     images, maps = _training_set(seg, photos, camvid, out, synthetic, rank)
+    n_photos = len(list_images(photos)) if photos is not None else 0
+    (images, maps), held = hold_out(images, maps, cfg.hold_out, n_photos)
     nets = CodecNets(cfg.compnet, cfg.generator, cfg.context_neighbours).to(device)
     disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
     perc_net = load_vgg19(str(vgg)) if vgg is not None else SegBackboneFeatures(seg.rgb.backbone)
@@ -273,6 +287,11 @@ def train_codec(
                     + "\n"
                 )
         if rank == 0 and (time.time() - last_save > save_every_s or step == cfg.iters):
+            if held[0]:
+                val = evaluate(nets, *held, device)
+                with open(out / "log.jsonl", "a") as f:
+                    f.write(json.dumps({"step": step, **val, "t": time.time()}) + "\n")
+                print(f"held-out: {val['val_bpp']:.4f} bpp {val['val_psnr']:.3f} dB", flush=True)
             save_checkpoint(ckpt_path, {
                 "nets": nets.state_dict(), "disc": disc.state_dict(), "opt_g": opt_g.state_dict(),
                 "opt_d": opt_d.state_dict(), "step": step, "hours": hours + (time.time() - t_start) / 3600,
@@ -281,6 +300,26 @@ def train_codec(
             last_save = time.time()
     cleanup_distributed()
     return nets
+
+
+@torch.no_grad()
+def evaluate(nets: CodecNets, images: list, maps: list, device) -> dict[str, float]:
+    """Mean rate (bits of the hard symbols under the context model) and PSNR on whole images."""
+    was = nets.training
+    nets.eval()
+    bpp, psnr = [], []
+    for img, mp in zip(images, maps, strict=True):
+        x = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float().div(255)[None]
+        lab = torch.from_numpy(mp.astype(np.int64))[None]
+        t = nets.comp(x.to(device), lab.to(device))
+        t_q, y = quantize_ste(t, nets.comp.cfg.levels)
+        bits = nets.ctx.bits(torch.round(y))
+        out, _ = nets.gen(t_q, lab.to(device), x.shape[-2:])
+        x_hat = ((out + 1) * 0.5).clamp(0, 1).cpu()
+        bpp.append(float(bits) / (x.shape[-2] * x.shape[-1]))
+        psnr.append(float(-10 * torch.log10(F.mse_loss(x_hat, x))))
+    nets.train(was)
+    return {"val_bpp": float(np.mean(bpp)), "val_psnr": float(np.mean(psnr))}
 
 
 def recipe_changed(saved_config: str | None, cfg: CodecTrainConfig) -> bool:
@@ -310,10 +349,57 @@ def init_from_bundle(nets: CodecNets, bundle_path: Path) -> tuple[int, float]:
             f"{bundle_path} codes the compact layer with {n} context neighbours: "
             f"train with --context-neighbours {n}"
         )
-    nets.comp.load_state_dict(bundle.comp.state_dict())
-    nets.gen.load_state_dict(bundle.gen.state_dict())
-    nets.ctx.load_integer_table(bundle.compact_table)
+    old, new = bundle.comp.cfg.out_channels, nets.comp.cfg.out_channels
+    if new < old:
+        raise click.UsageError(f"{bundle_path} has {old} compact channels, the run {new}")
+    if new == old:
+        nets.comp.load_state_dict(bundle.comp.state_dict())
+        nets.gen.load_state_dict(bundle.gen.state_dict())
+        nets.ctx.load_integer_table(bundle.compact_table)
+    else:
+        expand_from(nets, bundle)
     return int(bundle.info.get("codec_steps", 0)), float(bundle.info.get("codec_hours", 0.0))
+
+
+@torch.no_grad()
+def expand_from(nets: CodecNets, bundle) -> None:
+    """Warm-start a model with more compact channels from a bundle: it starts as the bundle.
+
+    The new channels' CompNet outputs start with zero weights and a bias at the centre of a
+    quantisation level (a zero start sits on a level boundary and costs about a bit per
+    symbol); the generator's weights for them start at zero, so the reconstruction is the
+    bundle's; their context table starts as a near-certain constant symbol, which is what
+    the first symbols are, so they cost almost no bits until they carry information.
+    """
+    old, levels = bundle.comp.cfg.out_channels, bundle.comp.cfg.levels
+    comp_sd = bundle.comp.state_dict()
+    out_w, out_b = nets.comp.net[-2].weight, nets.comp.net[-2].bias
+    last = f"net.{len(nets.comp.net) - 2}"
+    for k, v in comp_sd.items():
+        if k.startswith(last):
+            continue
+        nets.comp.state_dict()[k].copy_(v)
+    out_w.zero_()
+    out_w[:old] = comp_sd[f"{last}.weight"]
+    centre = levels // 2  # its value 2 c / (L - 1) - 1 is a level centre next to 0
+    out_b.fill_(math.atanh(2 * centre / (levels - 1) - 1))
+    out_b[:old] = comp_sd[f"{last}.bias"]
+    gen_sd = bundle.gen.state_dict()
+    s2 = nets.gen.cfg.space_to_depth**2
+    for k, v in gen_sd.items():
+        dst = nets.gen.state_dict()[k]
+        if dst.shape == v.shape:
+            dst.copy_(v)
+            continue
+        # conv 0 over unshuffled [compact channels, map]: channel c occupies rows c*s2..(c+1)*s2
+        dst.zero_()
+        dst[:, : old * s2] = v[:, : old * s2]
+        dst[:, nets.gen.cfg.compact_channels * s2 :] = v[:, old * s2 :]
+    t = torch.from_numpy(np.asarray(bundle.compact_table, np.float64))
+    logits = nets.ctx.logits
+    logits[:old] = torch.log(t / t.sum(-1, keepdim=True)).float()
+    logits[old:] = 0.0
+    logits[old:, :, centre] = 8.0  # p(centre) = 1 - 5e-3 at 16 levels
 
 
 def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
@@ -393,6 +479,22 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
     show_default=True,
     help="neighbours of the compact layer's context model: left, top (2) and top-right (3)",
 )
+@click.option(
+    "--config",
+    "net_config",
+    type=click.Choice(["default", "c8", "c16"]),
+    default="default",
+    show_default=True,
+    help="CompNet + generator configuration: the default, or 5 / 13 channels beside the "
+    "thumbnail (warm-started from --init-bundle)",
+)
+@click.option(
+    "--hold-out",
+    type=int,
+    default=0,
+    show_default=True,
+    help="keep the last N photos out of training; report their rate and PSNR at each save",
+)
 @click.option("--bf16/--no-bf16", default=True, show_default=True)
 @click.option("--synthetic", is_flag=True, help="tiny synthetic data (smoke tests)")
 @click.option("--tiny", is_flag=True, help="tiny networks (smoke tests)")
@@ -416,6 +518,8 @@ def codec_command(
     resume,
     init_bundle,
     context_neighbours,
+    net_config,
+    hold_out,
     bf16,
     synthetic,
     tiny,
@@ -425,11 +529,12 @@ def codec_command(
     w = LossWeights(
         gan=w_gan, feature_matching=w_fm, perceptual=w_perc, l1=w_l1, msssim=w_ms, rate=w_rate
     )
-    size = "tiny" if tiny else "default"
+    size = "tiny" if tiny else net_config
     cfg = CodecTrainConfig(
         compnet=size,
         generator=size,
-        discriminator=size,
+        hold_out=hold_out,
+        discriminator="tiny" if tiny else "default",
         iters=iters,
         batch=batch,
         crop=crop,
