@@ -8,9 +8,15 @@ __all__ = ["encode", "decode", "__version__"]
 
 # Registers the Pillow plugin (Image.open/save of .sem); it imports Pillow only, not torch.
 from . import pil_plugin  # noqa: E402, F401
+from .defaults import DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL  # noqa: E402
 
 
-def encode(image, quality: int = 50, model: str = "default", residual: str = "avif") -> bytes:
+def encode(
+    image,
+    quality: int = DEFAULT_QUALITY,
+    model: str = DEFAULT_MODEL,
+    residual: str = DEFAULT_RESIDUAL,
+) -> bytes:
     """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes."""
     from .codec import encode as _encode
 

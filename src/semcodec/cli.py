@@ -27,7 +27,8 @@ from typing import Any
 import click
 
 from . import container
-from .entropy.residual import DEFAULT_EFFORT, EFFORTS
+from .defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
+from .entropy.residual import BACKENDS
 from .errors import SemcodecError
 from .imageio import OutputExists, atomic_write_bytes
 from .metadata import KINDS as METADATA_KINDS
@@ -71,11 +72,6 @@ _LAYER_SHORT = {
     "compact": "compact",
     "residual": "residual",
     "alpha": "alpha",
-}
-RESIDUAL_NAMES = {
-    container.RESIDUAL_NONE: "none",
-    container.RESIDUAL_NATIVE: "native",
-    container.RESIDUAL_AVIF: "avif",
 }
 
 
@@ -559,7 +555,7 @@ class _EncodeTask:
 
 def _encode_work(task: _EncodeTask) -> _Outcome:
     """Load, encode (searching quality for a size target) and describe one image."""
-    from .codec import DEFAULT_QUALITY, DEFAULT_RESIDUAL, get_codec
+    from .codec import get_codec
     from .imageio import load_image
     from .refine import RefineConfig
 
@@ -689,13 +685,13 @@ def _apply(options: list[Callable]) -> Callable:
     help="0 (base layer only) .. 100  [default: 50]",
 )
 @click.option(
-    "--model", default="default", show_default=True, help="Model bundle name or weights file."
+    "--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle name or weights file."
 )
 @click.option(
     "--residual",
-    type=click.Choice(["native", "avif"]),
+    type=click.Choice(BACKENDS),
     default=None,
-    help="Residual backend  [default: avif]",
+    help=f"Residual backend  [default: {DEFAULT_RESIDUAL}]",
 )
 @click.option(
     "--target-bpp",
@@ -963,7 +959,7 @@ def file_info(data: bytes) -> dict[str, Any]:
         "model": header.model_name,
         "model_hash": header.model_hash,
         "quality": header.quality,
-        "residual": RESIDUAL_NAMES.get(header.residual_backend, str(header.residual_backend)),
+        "residual": container.ResidualKind.label_of(header.residual_backend),
         "map_scale": header.map_scale,
         "compact_levels": header.compact_levels,
         "header_bytes": len(data) - payload,
@@ -1037,7 +1033,7 @@ def info(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
     "-o", "--output", required=True, metavar="MAP.png", help="Output PNG ('-' for stdout)."
 )
 @click.option("--color", is_flag=True, help="Palette colours instead of class indices.")
-@click.option("--model", default="default", show_default=True, help="Model bundle.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite an existing output.")
 @debug_option
 def segment(image: str, output: str, color: bool, model: str, force: bool) -> None:
@@ -1104,7 +1100,7 @@ def eval_group() -> None:
     help="CamVid folder with <split>.txt lists.",
 )
 @click.option("--split", default="test", show_default=True)
-@click.option("--model", default="default", show_default=True, help="Model bundle.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="First N images only.")
 @click.option("--bf16/--no-bf16", default=False, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")

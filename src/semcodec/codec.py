@@ -30,8 +30,9 @@ from PIL import Image
 
 from . import container, runtime, zoo
 from .container import Header, LayerKind, Limits
+from .defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
 from .entropy.compact import decode_compact, encode_compact
-from .entropy.residual import DEFAULT_EFFORT, EFFORTS, backend_by_code, get_backend
+from .entropy.residual import backend_by_code, get_backend
 from .entropy.semantic_map import decode_map, encode_map
 from .errors import CorruptData, ModelError, UnsupportedInput
 from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
@@ -44,8 +45,6 @@ from .zoo import ModelBundle, load_bundle
 
 T = TypeVar("T")
 
-DEFAULT_RESIDUAL = "avif"
-DEFAULT_QUALITY = 50
 MULTIPLE = 8  # the networks' common size multiple (CompNet stride 8, segmentation output stride 8)
 SEG_HEAD_MAX = 1 << 20  # map positions (64 Mpixel) up to which the segmentation head is global
 MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/8 needs 4 positions
@@ -236,7 +235,7 @@ class Codec:
 
     def __init__(
         self,
-        model: str = "default",
+        model: str = DEFAULT_MODEL,
         bf16: bool | None = None,
         limits: Limits | None = None,
         tiling: Tiling | None = None,
@@ -699,7 +698,7 @@ def _decode_alpha(data: bytes, width: int, height: int, limits: Limits = Limits(
 _DEFAULT: dict[str, Codec] = {}
 
 
-def get_codec(model: str = "default") -> Codec:
+def get_codec(model: str = DEFAULT_MODEL) -> Codec:
     """A process-wide Codec per model, so models load once."""
     if model not in _DEFAULT:
         _DEFAULT[model] = Codec(model)
@@ -709,7 +708,7 @@ def get_codec(model: str = "default") -> Codec:
 def encode(
     image,
     quality: int = DEFAULT_QUALITY,
-    model: str = "default",
+    model: str = DEFAULT_MODEL,
     residual: str = DEFAULT_RESIDUAL,
     metadata: Iterable[str] = METADATA_KINDS,
 ) -> bytes:

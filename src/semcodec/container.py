@@ -22,6 +22,7 @@ __all__ = [
     "RESIDUAL_AVIF",
     "RESIDUAL_NATIVE",
     "RESIDUAL_NONE",
+    "ResidualKind",
     "Header",
     "LayerKind",
     "Limits",
@@ -36,10 +37,28 @@ MAGIC = b"\x89SEM\r\n\x1a\n"
 FORMAT_VERSION = 2  # the newest this module reads and writes
 SUPPORTED_VERSIONS = (1, 2)  # 2 adds the METADATA layer; files without one are written as 1
 
-RESIDUAL_NONE = 0
-RESIDUAL_NATIVE = 1
-RESIDUAL_AVIF = 2
-_RESIDUAL_CODES = (RESIDUAL_NONE, RESIDUAL_NATIVE, RESIDUAL_AVIF)
+
+class ResidualKind(IntEnum):
+    """The residual layer's coder: its code is part of the file format (never renumber)."""
+
+    NONE = 0
+    NATIVE = 1
+    AVIF = 2
+
+    @property
+    def label(self) -> str:
+        """The name users type and `info` prints: 'none', 'native', 'avif'."""
+        return self.name.lower()
+
+    @classmethod
+    def label_of(cls, code: int) -> str:
+        """The label of a code read from a file (the number itself if unknown)."""
+        return cls(code).label if code in cls._value2member_map_ else str(code)
+
+
+RESIDUAL_NONE = ResidualKind.NONE
+RESIDUAL_NATIVE = ResidualKind.NATIVE
+RESIDUAL_AVIF = ResidualKind.AVIF
 
 # Mode code on disk = number of channels the decoder must give back.
 MODES: dict[str, int] = {"L": 1, "RGB": 3, "RGBA": 4}
@@ -123,7 +142,7 @@ class Header:
             return f"zero or out-of-range image dimensions {self.width}x{self.height}"
         if not 0 <= self.quality <= 100:
             return f"quality {self.quality} out of range 0..100"
-        if self.residual_backend not in _RESIDUAL_CODES:
+        if self.residual_backend not in ResidualKind._value2member_map_:
             return f"unknown residual backend code {self.residual_backend}"
         if not 1 <= self.map_scale <= 255:
             return f"map scale {self.map_scale} out of range 1..255"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .defaults import DEFAULT_MODEL
+
 
 def demo_photo() -> Path:
     """A real photograph available offline after install (matplotlib's sample data)."""
@@ -25,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     from .bench.metrics import ms_ssim, psnr
     from .codec import Codec
 
-    model = os.environ.get("SEMCODEC_MODEL", "default")
+    model = os.environ.get("SEMCODEC_MODEL", DEFAULT_MODEL)
     out_dir = Path("demo-out")
     out_dir.mkdir(exist_ok=True)
     src = demo_photo()

@@ -12,6 +12,7 @@ from typing import IO
 from PIL import Image, ImageFile
 
 from . import container
+from .defaults import DEFAULT_MODEL
 from .errors import CorruptData, SemcodecError
 
 __all__ = ["FORMAT", "MIME", "SemImageFile"]
@@ -21,11 +22,6 @@ MIME = "image/x-sem"
 EXTENSION = ".sem"
 # The largest possible header: 39 fixed/table bytes + a 64-byte model name + 4 layer entries.
 _MAX_HEADER = 39 + container.MAX_MODEL_NAME + 9 * 5  # format version 2: up to 5 layers
-_RESIDUAL_NAMES = {
-    container.RESIDUAL_NONE: "none",
-    container.RESIDUAL_NATIVE: "native",
-    container.RESIDUAL_AVIF: "avif",
-}
 
 
 def _accept(prefix: bytes) -> bool:
@@ -53,7 +49,7 @@ class SemImageFile(ImageFile.ImageFile):
             model=header.model_name,
             model_hash=header.model_hash,
             quality=header.quality,
-            residual=_RESIDUAL_NAMES.get(header.residual_backend, str(header.residual_backend)),
+            residual=container.ResidualKind.label_of(header.residual_backend),
         )
         self._sem_data = prefix + self.fp.read()  # read once: metadata now, pixels on load()
         self._read_metadata()
@@ -110,11 +106,12 @@ class SemImageFile(ImageFile.ImageFile):
 def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
     """Encode with semcodec; save params: quality (0..100), model (bundle name), residual,
     metadata ("all", "none" or "icc,exif,xmp"), icc_profile / exif / xmp (else the image's)."""
-    from .codec import DEFAULT_QUALITY, DEFAULT_RESIDUAL, get_codec
+    from .codec import get_codec
+    from .defaults import DEFAULT_QUALITY, DEFAULT_RESIDUAL
     from .metadata import parse_selection
 
     params = im.encoderinfo
-    codec = get_codec(params.get("model", "default"))
+    codec = get_codec(params.get("model", DEFAULT_MODEL))
     given = {k: params[k] for k in ("icc_profile", "exif", "xmp") if params.get(k)}
     if given:
         im = im.copy()

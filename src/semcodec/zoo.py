@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .defaults import DEFAULT_MODEL
 from .entropy.compact import ContextModel, validate_table
 from .errors import ModelError
 from .models import fixed
@@ -213,7 +214,7 @@ _CACHE: dict[str, ModelBundle] = {}
 _LOCK = threading.Lock()
 
 
-def load_bundle(name_or_path: str = "default") -> ModelBundle:
+def load_bundle(name_or_path: str = DEFAULT_MODEL) -> ModelBundle:
     """A registered bundle by name, or a weights file by path; cached per process."""
     with _LOCK:
         if name_or_path in _CACHE:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from semcodec.entropy.residual import DEFAULT_EFFORT
+from semcodec.defaults import DEFAULT_EFFORT
 
 __all__ = [
     "CodecAdapter",

@@ -69,7 +69,7 @@ from PIL import Image
 from semcodec.bench.bdrate import METHODS, bd_dist_result, bd_rate_result
 from semcodec.bench.codecs import CodecAdapter, Setting, get_codec, settings_or_default
 from semcodec.bench.metrics import ms_ssim, msssim_scales, psnr
-from semcodec.entropy.residual import DEFAULT_EFFORT
+from semcodec.defaults import DEFAULT_EFFORT
 from semcodec.imageio import IMAGE_SUFFIXES, list_images
 
 __all__ = [

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from semcodec.container import ResidualKind
+from semcodec.defaults import DEFAULT_EFFORT, EFFORTS
 from semcodec.errors import CorruptData
 
 __all__ = [
@@ -31,9 +33,6 @@ __all__ = [
 MAX_PIXELS = 1 << 28
 """Largest residual (H*W) a decoder accepts, so a bogus size cannot exhaust memory."""
 
-DEFAULT_EFFORT = 5
-"""Encoder effort 1..9 (cwebp -m, cjxl -e): more encoder time for fewer bytes; never decoding."""
-EFFORTS = range(1, 10)
 
 RESIDUAL_MIN = -255
 RESIDUAL_MAX = 255
@@ -58,10 +57,14 @@ class ResidualBackend(ABC):
         return f"<{type(self).__name__} name={self.name!r} code={self.code}>"
 
 
-# name -> (code, module, class); the code is part of the file format: never renumber.
+# name -> (file code, module, class); the codes are container.ResidualKind's.
 _REGISTRY: dict[str, tuple[int, str, str]] = {
-    "native": (1, "semcodec.entropy.residual_native", "NativeBackend"),
-    "avif": (2, "semcodec.entropy.residual_avif", "AvifBackend"),
+    ResidualKind.NATIVE.label: (
+        ResidualKind.NATIVE,
+        "semcodec.entropy.residual_native",
+        "NativeBackend",
+    ),
+    ResidualKind.AVIF.label: (ResidualKind.AVIF, "semcodec.entropy.residual_avif", "AvifBackend"),
 }
 
 BACKENDS: tuple[str, ...] = tuple(_REGISTRY)
