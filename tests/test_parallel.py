@@ -15,8 +15,9 @@ import pytest
 from PIL import Image
 
 from semcodec import codec as codec_mod
-from semcodec import runtime
-from semcodec.codec import COMPNET_MARGIN, Codec, Tiling, _bands, _pad_rgb
+from semcodec import runtime, segment
+from semcodec.codec import COMPNET_MARGIN, Codec, Tiling, _bands
+from semcodec.tiling import pad_rgb as _pad_rgb
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -88,7 +89,7 @@ def test_per_tile_segmentation_above_the_head_limit(monkeypatch):
     with 64-pixel tiles and the random tiny model; real tiles are 1024 pixels)."""
     rgb = _pad_rgb(_photo(200, 152))
     whole = Codec("tiny").semantic_map(rgb)
-    monkeypatch.setattr(codec_mod, "SEG_HEAD_MAX", 16)
+    monkeypatch.setattr(segment, "SEG_HEAD_MAX", 16)
     tiled = Codec("tiny", tiling=Tiling(64, 64, 0)).semantic_map(rgb)
     assert tiled.shape == whole.shape
     assert (tiled == whole).mean() > 0.7

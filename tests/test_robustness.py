@@ -30,15 +30,10 @@ from PIL import Image
 import semcodec
 from semcodec import container, zoo
 from semcodec.cli import cli
-from semcodec.codec import (
-    DEFAULT_TILING,
-    Codec,
-    Tiling,
-    _pad_rgb,
-    get_codec,
-)
+from semcodec.codec import DEFAULT_TILING, Codec, Tiling, get_codec
 from semcodec.errors import CorruptData, ModelError, SemcodecError
 from semcodec.imageio import load_image
+from semcodec.tiling import pad_rgb as _pad_rgb
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--model", "tiny", "--residual", "native"]

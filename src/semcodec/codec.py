@@ -2,119 +2,59 @@
 
 Floating-point networks only produce what is then stored losslessly (the map, the compact
 symbols) or what both ends recompute identically from decoded integers (the enhanced
-reconstruction, in fp32 on both sides). Entropy coders see integers only.
-
-Large images are processed in overlapping tiles (see ``Tiling``) so that memory stays bounded;
-the tile grid is a function of the image size alone, so encoder and decoder run the generator on
-exactly the same tiles and the encoder's residual is computed against the decoder's image.
+reconstruction, on an integer grid). Entropy coders see integers only. This module only
+orchestrates: tiles come from tiling.py, the map from segment.py, each layer's coder from
+entropy/.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import io
-import math
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
-from . import container, runtime, zoo
+from . import container, runtime, segment, zoo
 from .container import Header, LayerKind, Limits
 from .defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
+from .entropy.alpha import decode_alpha, encode_alpha
+from .entropy.compact import check_payload_size as check_compact_size
 from .entropy.compact import decode_compact, encode_compact
 from .entropy.residual import backend_by_code, get_backend
+from .entropy.semantic_map import check_payload_size as check_map_size
 from .entropy.semantic_map import decode_map, encode_map
 from .errors import CorruptData, ModelError, UnsupportedInput
-from .imageio import _PIL_LIMIT_LOCK, LoadedImage, load_image
+from .imageio import LoadedImage, from_pil, load_image, pil_pixel_limit
 from .metadata import KINDS as METADATA_KINDS
-from .metadata import Metadata, decode_metadata, encode_metadata, metadata_of
+from .metadata import Metadata, decode_metadata, encode_metadata
 from .models.compnet import dequantize, quantize
 from .models.generator import pixels
 from .refine import RefineConfig, refine_latents
+from .tiling import (
+    DEFAULT_TILING,
+    MIN_SIDE,
+    MULTIPLE,
+    Region,
+    Tiling,
+    blocks,
+    context_pixels,
+    grow,
+    pad_rgb,
+    paste,
+)
 from .zoo import ModelBundle, load_bundle
 
 T = TypeVar("T")
 
-MULTIPLE = 8  # the networks' common size multiple (CompNet stride 8, segmentation output stride 8)
-SEG_HEAD_MAX = 1 << 20  # map positions (64 Mpixel) up to which the segmentation head is global
-MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/8 needs 4 positions
-
-# A coded semantic map spends at least log2(2048/2047) bits per label (its most skewed adaptive
-# table is halved at a total of 2048, see entropy/semantic_map.py); a range coder cannot write
-# less than the information content, so shorter payloads cannot describe the declared size.
-_MAP_MIN_BITS = math.log2(2048 / 2047)
-_PLAUSIBLE = 0.5  # safety factor on those lower bounds (rounding, coder flush)
-_MAP_MODE_CODED = 0x01
 COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
 # core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
 BANDS_2, BANDS_4 = 1 << 11, 1 << 14
-
-
-@dataclass(frozen=True)
-class Region:
-    """One tile: the core rectangle it contributes and the larger context the networks see."""
-
-    core: tuple[int, int, int, int]  # y0, y1, x0, x1 in padded-image pixels
-    ctx: tuple[int, int, int, int]  # the core grown by the margin, clipped to the image
-
-
-def _split(n: int, core: int) -> list[int]:
-    """Cut n pixels (a multiple of 8) into the fewest near-equal parts of at most `core` pixels."""
-    blocks = n // MULTIPLE
-    parts = -(-n // core)
-    return [MULTIPLE * (i * blocks // parts) for i in range(parts + 1)]
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """How images above `threshold` padded pixels are cut into overlapping tiles.
-
-    The decoder must use the encoder's tiling (the default for every file written by `semcodec`);
-    it depends on the image size only, never on content, threads or machine.
-    """
-
-    core: int = 1024  # largest tile core side in pixels (multiple of 8)
-    margin: int = 96  # context on every side (multiple of 8): covers the generator's 75 px reach
-    threshold: int = 1 << 21  # padded pixels above which tiling is used (0: always tile)
-
-    def __post_init__(self) -> None:
-        """Refuse sizes that would misalign tiles with the 1/8-resolution layers."""
-        if (
-            self.core < MULTIPLE
-            or self.core % MULTIPLE
-            or self.margin < 0
-            or self.margin % MULTIPLE
-        ):
-            raise ValueError(
-                f"tile core and margin must be multiples of {MULTIPLE} (core >= {MULTIPLE}), "
-                f"got core={self.core}, margin={self.margin}"
-            )
-
-    def regions(self, ph: int, pw: int) -> list[Region]:
-        """Tiles of a padded ph x pw image in raster order (one tile when under the threshold)."""
-        if ph * pw <= self.threshold:
-            return [Region((0, ph, 0, pw), (0, ph, 0, pw))]
-        m = self.margin
-        out = []
-        ys, xs = _split(ph, self.core), _split(pw, self.core)
-        for y0, y1 in zip(ys[:-1], ys[1:], strict=True):
-            for x0, x1 in zip(xs[:-1], xs[1:], strict=True):
-                ctx = (max(0, y0 - m), min(ph, y1 + m), max(0, x0 - m), min(pw, x1 + m))
-                out.append(Region((y0, y1, x0, x1), ctx))
-        return out
-
-
-DEFAULT_TILING = Tiling()
 
 
 @dataclass
@@ -157,48 +97,6 @@ def _check_quality(quality: int) -> None:
         raise ValueError(f"quality must be 0..100, got {quality}")
 
 
-def _pad_rgb(rgb: np.ndarray) -> np.ndarray:
-    """Edge-pad (H,W,3) uint8 to the networks' size multiple (cropped back after decoding)."""
-    h, w = rgb.shape[:2]
-    ph, pw = (-h) % MULTIPLE, (-w) % MULTIPLE
-    return np.pad(rgb, ((0, ph), (0, pw), (0, 0)), mode="edge") if ph or pw else rgb
-
-
-def _to_tensor(rgb: np.ndarray) -> torch.Tensor:
-    """(h,w,3) uint8 → (1,3,h,w) float in [0,1], grown to MIN_SIDE by edge replication."""
-    # A copy: image arrays are often read-only views, which torch.from_numpy warns about.
-    x = torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).float().div(255.0)[None]
-    h, w = x.shape[-2:]
-    ph, pw = max(0, MIN_SIDE - h), max(0, MIN_SIDE - w)
-    return F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
-
-
-def _grow(a: np.ndarray, h: int, w: int) -> np.ndarray:
-    """Edge-pad the last two axes of a 1/8-resolution array to at least h x w."""
-    ph, pw = max(0, h - a.shape[-2]), max(0, w - a.shape[-1])
-    if not (ph or pw):
-        return a
-    return np.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, ph), (0, pw)], mode="edge")
-
-
-def _bf16(enabled: bool):
-    """bf16 autocast for the networks whose outputs are stored losslessly."""
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
-
-
-@contextlib.contextmanager
-def _pil_pixel_limit(limits: Limits) -> Iterator[None]:
-    """Let Pillow decode payloads up to our own limit (its default bomb check is lower)."""
-    with _PIL_LIMIT_LOCK:
-        previous = Image.MAX_IMAGE_PIXELS
-        if previous is not None and previous < limits.max_pixels:
-            Image.MAX_IMAGE_PIXELS = limits.max_pixels
-        try:
-            yield
-        finally:
-            Image.MAX_IMAGE_PIXELS = previous
-
-
 def _bands(core: tuple[int, int, int, int], ctx: tuple[int, int, int, int]) -> list[Region]:
     """Cut a region (1/8 units) into row bands for parallel CompNet runs; by size alone.
 
@@ -217,6 +115,11 @@ def _bands(core: tuple[int, int, int, int], ctx: tuple[int, int, int, int]) -> l
         )
         for a, b in zip(cuts[:-1], cuts[1:], strict=True)
     ]
+
+
+def _core_ctx(r: Region) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """A region as its (core, ctx) pair."""
+    return r.core, r.ctx
 
 
 def _resolve_model(model: str) -> str:
@@ -263,9 +166,6 @@ class Codec:
         self.tiling = tiling or DEFAULT_TILING
         self.timings: dict[str, float] = {}  # wall seconds per stage of the last encode/decode
         self.cpu_timings: dict[str, float] = {}  # CPU seconds (all threads) per stage, likewise
-        table = self.bundle.compact_table.astype(np.float64)
-        # fewest bits any compact symbol can cost: bounds the payload a given image size needs
-        self._compact_min_bits = float(-np.log2((table / table.sum(-1, keepdims=True)).max()))
 
     def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
         """Tasks that report each finished piece to ``progress`` (tiled images only)."""
@@ -291,79 +191,13 @@ class Codec:
         """Encoder work: a fixed split on one thread per piece, or plain intra-op threads."""
         tasks = self._ticking(stage, tasks) if stage else tasks
         if self.deterministic:
-            return runtime.run_parallel(tasks)
+            return runtime.run_parallel(list(tasks))
         return [t() for t in tasks]
 
     # ----- encoder -------------------------------------------------------------------------
-    @torch.no_grad()
     def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
-        """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image.
-
-        The RGB and grayscale branches run side by side. Tiled images: the convolutional
-        backbones run tile by tile, but the recurrent head (ReNet GRUs sweeping whole rows and
-        columns, coordinate channels) runs once on the stitched 1/8-resolution features, as in
-        an untiled run. Above SEG_HEAD_MAX map positions the whole network runs per tile.
-        """
-        ph, pw = rgb.shape[:2]
-        mh, mw = ph // MULTIPLE, pw // MULTIPLE
-        regions = self.tiling.regions(ph, pw)
-        seg = self.bundle.seg
-        bf16 = self.bf16
-
-        def tile(r: Region) -> torch.Tensor:
-            (cy0, cy1, cx0, cx1) = _blocks(r.ctx)
-            return _to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
-
-        def backbone(branch: torch.nn.Module, r: Region, i: int) -> Callable[[], torch.Tensor]:
-            def run() -> torch.Tensor:
-                with torch.no_grad(), _bf16(bf16):
-                    return branch.backbone(seg.branch_inputs(tile(r))[i])
-
-            return run
-
-        def head(branch: torch.nn.Module, f: torch.Tensor) -> Callable[[], torch.Tensor]:
-            def run() -> torch.Tensor:
-                with torch.no_grad(), _bf16(bf16):
-                    return branch.head(f).float()
-
-            return run
-
-        def whole_branch(branch: torch.nn.Module, i: int) -> Callable[[], torch.Tensor]:
-            def run() -> torch.Tensor:
-                with torch.no_grad(), _bf16(bf16):
-                    return branch(seg.branch_inputs(tile(regions[0]))[i]).float()
-
-            return run
-
-        branches = (seg.rgb, seg.gray)
-        if len(regions) == 1:
-            a, b = self._run([whole_branch(br, i) for i, br in enumerate(branches)])
-            # inputs under MIN_SIDE were grown by edge replication: crop back to the map
-            return seg.fuse(a, b)[0, :, :mh, :mw].argmax(0).numpy().astype(np.uint8)
-        if mh * mw > SEG_HEAD_MAX:  # bounded memory: the whole network per tile, in turn
-            labels = np.empty((mh, mw), np.uint8)
-            for r in regions:
-                (y0, y1, x0, x1), (cy0, _, cx0, _) = _blocks(r.core), _blocks(r.ctx)
-                a, b = self._run([backbone(br, r, i) for i, br in enumerate(branches)])
-                a, b = self._run([head(seg.rgb, a), head(seg.gray, b)])
-                lab = seg.fuse(a, b)[0].argmax(0).numpy()
-                labels[y0:y1, x0:x1] = lab[y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
-            return labels
-        parts = self._run(
-            [backbone(br, r, i) for i, br in enumerate(branches) for r in regions], "segment"
-        )
-        feats = []
-        for i in range(2):
-            mine = parts[i * len(regions) : (i + 1) * len(regions)]
-            whole = torch.empty((1, mine[0].shape[1], mh, mw), dtype=mine[0].dtype)
-            for r, f in zip(regions, mine, strict=True):
-                (y0, y1, x0, x1), (cy0, _, cx0, _) = _blocks(r.core), _blocks(r.ctx)
-                whole[:, :, y0:y1, x0:x1] = f[:, :, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
-            feats.append(whole)
-        del parts
-        a, b = self._run([head(seg.rgb, feats[0]), head(seg.gray, feats[1])])
-        del feats
-        return seg.fuse(a, b)[0].argmax(0).numpy().astype(np.uint8)
+        """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image (segment.py)."""
+        return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, self._run)
 
     @torch.no_grad()
     def compact(
@@ -378,20 +212,18 @@ class Codec:
         c = self.bundle.comp.cfg.out_channels
         symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
         regions = self.tiling.regions(ph, pw)
-        pieces = [band for r in regions for band in _bands(_blocks(r.core), _blocks(r.ctx))]
+        pieces = [band for r in regions for band in _bands(*_core_ctx(r.blocks()))]
         bundle, bf16 = self.bundle, self.bf16
 
         def piece(r: Region) -> Callable[[], np.ndarray]:
             def run() -> np.ndarray:
                 cy0, cy1, cx0, cx1 = r.ctx
-                x = _to_tensor(
-                    rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE]
-                )
-                lab = _grow(
+                x = context_pixels(rgb, r)
+                lab = grow(
                     labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE
                 )
                 lab_t = torch.from_numpy(lab.astype(np.int64))[None]
-                with torch.no_grad(), _bf16(bf16):
+                with torch.no_grad(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
                     t = bundle.comp(x, lab_t).float()
                 t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
                 return quantize(t, bundle.levels)[0].numpy()
@@ -400,8 +232,7 @@ class Codec:
 
         results = self._run([piece(r) for r in pieces], "compnet" if len(regions) > 1 else "")
         for r, q in zip(pieces, results, strict=True):
-            (y0, y1, x0, x1), (cy0, _, cx0, _) = r.core, r.ctx
-            symbols[:, y0:y1, x0:x1] = q[:, y0 - cy0 : y1 - cy0, x0 - cx0 : x1 - cx0]
+            paste(symbols, r, q)
         return symbols
 
     @torch.no_grad()
@@ -422,12 +253,12 @@ class Codec:
         for n, r in enumerate(regions, 1):
             if self.progress is not None and len(regions) > 1:
                 self.progress("generator", n, len(regions))
-            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = _blocks(r.core), _blocks(r.ctx)
+            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = blocks(r.core), blocks(r.ctx)
             if y0 * MULTIPLE >= h or x0 * MULTIPLE >= w:
                 continue  # a core made only of padding
             gh, gw = max(cy1 - cy0, MIN_SIDE // MULTIPLE), max(cx1 - cx0, MIN_SIDE // MULTIPLE)
-            sym = torch.from_numpy(_grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
-            lab_t = torch.from_numpy(_grow(labels[cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
+            sym = torch.from_numpy(grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
+            lab_t = torch.from_numpy(grow(labels[cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
             if fixed_gen is not None:
                 with runtime.generator_heap():
                     v = fixed_gen.forward(sym[None], lab_t[None])[0]
@@ -489,7 +320,7 @@ class Codec:
         problem = self.limits.check(w, h)
         if problem:
             raise UnsupportedInput(problem)
-        rgb = _pad_rgb(img.rgb)
+        rgb = pad_rgb(img.rgb)
         labels = self.semantic_map(rgb)
         clock("segment")
         symbols = self.compact(rgb, labels, refine)
@@ -532,7 +363,7 @@ class Codec:
             backend_code = backend.code
             del res
         if img.alpha is not None:
-            layers[LayerKind.ALPHA] = _encode_alpha(img.alpha)
+            layers[LayerKind.ALPHA] = encode_alpha(img.alpha)
             clock("alpha")
         header = Header(
             width=w,
@@ -559,12 +390,7 @@ class Codec:
                 raise UnsupportedInput("array input must be uint8 of shape (H, W, 3)")
             return LoadedImage(rgb=image, mode="RGB")
         if isinstance(image, Image.Image):
-            buf = io.BytesIO()
-            image.save(
-                buf, "PNG" if image.mode not in ("CMYK", "YCbCr", "LAB", "I", "F") else "TIFF"
-            )
-            loaded = load_image(buf.getvalue(), self.limits)
-            return dataclasses.replace(loaded, metadata=metadata_of(image))
+            return from_pil(image, self.limits)
         return load_image(image, self.limits)
 
     # ----- decoder -------------------------------------------------------------------------
@@ -587,18 +413,8 @@ class Codec:
         mh, mw = -(-header.height // MULTIPLE), -(-header.width // MULTIPLE)
         size = f"a {header.width}x{header.height} image"
         nsym = self.bundle.comp.cfg.out_channels * mh * mw
-        compact = layers[LayerKind.COMPACT]
-        need = int(nsym * self._compact_min_bits * _PLAUSIBLE / 8) - 16
-        if len(compact) < need:
-            raise CorruptData(
-                f"compact layer of {len(compact)} bytes is too short for {size} (needs >= {need})"
-            )
-        smap = layers[LayerKind.SEMANTIC_MAP]
-        need = int(mh * mw * _MAP_MIN_BITS * _PLAUSIBLE / 8) - 16
-        if smap[:1] == bytes([_MAP_MODE_CODED]) and len(smap) < need:
-            raise CorruptData(
-                f"semantic map layer of {len(smap)} bytes is too short for {size} (needs >= {need})"
-            )
+        check_compact_size(layers[LayerKind.COMPACT], self.bundle.compact_table, nsym, size)
+        check_map_size(layers[LayerKind.SEMANTIC_MAP], mh, mw, size)
 
     def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the GAN reconstruction only).
@@ -626,7 +442,7 @@ class Codec:
         clock("generator")
         if layer == "full" and header.residual_backend:
             backend = backend_by_code(header.residual_backend)
-            with _pil_pixel_limit(self.limits):
+            with pil_pixel_limit(self.limits):
                 res = backend.decode(layers[LayerKind.RESIDUAL], h, w)
             res += out
             out = np.clip(res, 0, 255).astype(np.uint8)
@@ -655,11 +471,6 @@ class _Clock:
         self.t, self.c = t, c
 
 
-def _blocks(rect: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
-    """A pixel rectangle (multiples of 8) in 1/8-resolution units."""
-    return tuple(v // MULTIPLE for v in rect)  # type: ignore[return-value]
-
-
 def _assemble(
     rgb: np.ndarray, header: Header, alpha_data: bytes | None, limits: Limits
 ) -> Image.Image:
@@ -668,31 +479,9 @@ def _assemble(
     if header.mode == "L":
         return img.convert("L")
     if header.mode == "RGBA":
-        alpha = _decode_alpha(alpha_data or b"", header.width, header.height, limits)
+        alpha = decode_alpha(alpha_data or b"", header.width, header.height, limits)
         img.putalpha(Image.fromarray(alpha, "L"))
     return img
-
-
-def _encode_alpha(alpha: np.ndarray) -> bytes:
-    """Alpha plane, losslessly, as a PNG (good on the flat masks alpha usually is)."""
-    buf = io.BytesIO()
-    Image.fromarray(alpha, "L").save(buf, "PNG", optimize=True)
-    return buf.getvalue()
-
-
-def _decode_alpha(data: bytes, width: int, height: int, limits: Limits = Limits()) -> np.ndarray:
-    """Decode and check the alpha layer; its declared size is checked before any pixel."""
-    try:
-        with _pil_pixel_limit(limits), warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
-                if im.size != (width, height) or im.mode != "L":
-                    raise CorruptData("alpha layer has the wrong size or mode")
-                return np.asarray(im.convert("L"))
-    except CorruptData:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any PIL failure on this payload is corruption
-        raise CorruptData(f"alpha layer: {exc}") from None
 
 
 _DEFAULT: dict[str, Codec] = {}

@@ -162,19 +162,25 @@ def _check_size(name: str, width: int, height: int, limits: Limits) -> None:
         raise _fail(name, problem)
 
 
-def _open_lazily(fp: BinaryIO, limits: Limits) -> Image.Image:
-    """Open without decoding, with Pillow's bomb threshold raised to (never below) our limit."""
+@contextlib.contextmanager
+def pil_pixel_limit(limits: Limits) -> Iterator[None]:
+    """Let Pillow decode up to our own pixel limit (its process-global bomb check is lower)."""
     with _PIL_LIMIT_LOCK:
         previous = Image.MAX_IMAGE_PIXELS
         if previous is not None and previous < limits.max_pixels:
             Image.MAX_IMAGE_PIXELS = limits.max_pixels
         try:
-            with warnings.catch_warnings():
-                # Anything Pillow would merely warn about is over our limit and rejected below.
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                return Image.open(fp)
+            yield
         finally:
             Image.MAX_IMAGE_PIXELS = previous
+
+
+def _open_lazily(fp: BinaryIO, limits: Limits) -> Image.Image:
+    """Open without decoding, with Pillow's bomb threshold raised to (never below) our limit."""
+    with pil_pixel_limit(limits), warnings.catch_warnings():
+        # Anything Pillow would merely warn about is over our limit and rejected below.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return Image.open(fp)
 
 
 def _source_is_16bit_color(im: Image.Image) -> bool:
@@ -355,6 +361,11 @@ def _decode_image(fp: BinaryIO, name: str, limits: Limits) -> LoadedImage:
             pixels, kind, alpha = _canonicalise(im, warn)
         except (OSError, ValueError) as exc:
             raise _fail(name, _reason(exc)) from None
+    return _loaded(pixels, kind, alpha, warn, meta)
+
+
+def _loaded(pixels: np.ndarray, kind: str, alpha, warn: list[str], meta) -> LoadedImage:
+    """The canonical form: RGB pixels, the input's mode, alpha only where it is not opaque."""
     if alpha is not None and bool(np.all(alpha == 255)):
         alpha = None
     if kind == "gray":
@@ -364,6 +375,18 @@ def _decode_image(fp: BinaryIO, name: str, limits: Limits) -> LoadedImage:
         rgb = np.ascontiguousarray(pixels, dtype=np.uint8)
         mode = "RGB" if alpha is None else "RGBA"
     return LoadedImage(rgb=rgb, mode=mode, alpha=alpha, warnings=warn, metadata=meta)
+
+
+def from_pil(im: Image.Image, limits: Limits = Limits()) -> LoadedImage:
+    """Canonicalise an in-memory PIL image as the caller holds it (no EXIF rotation)."""
+    name = "image"
+    _check_size(name, im.width, im.height, limits)
+    warn: list[str] = []
+    try:
+        pixels, kind, alpha = _canonicalise(im, warn)
+    except (OSError, ValueError) as exc:
+        raise _fail(name, _reason(exc)) from None
+    return _loaded(pixels, kind, alpha, warn, metadata_of(im))
 
 
 def load_image(source: str | Path | bytes | BinaryIO, limits: Limits = Limits()) -> LoadedImage:

@@ -130,6 +130,21 @@ def validate_table(table: np.ndarray, channels: int, levels: int) -> None:
         )
 
 
+def check_payload_size(data: bytes, table: np.ndarray, count: int, what: str) -> None:
+    """Refuse a payload too short for `count` symbols under this table, before decoding.
+
+    No symbol costs less than the table's most probable entry; half that bound (rounding,
+    coder flush) less 16 bytes is the least a genuine payload has.
+    """
+    t = table.astype(np.float64)
+    min_bits = float(-np.log2((t / t.sum(-1, keepdims=True)).max()))
+    need = int(count * min_bits * 0.5 / 8) - 16
+    if len(data) < need:
+        raise CorruptData(
+            f"compact layer of {len(data)} bytes is too short for {what} (needs >= {need})"
+        )
+
+
 def encode_compact(symbols: np.ndarray, table: np.ndarray) -> bytes:
     """Code (C,h,w) symbols in channel-major raster order with the integer context table."""
     c, h, w = symbols.shape

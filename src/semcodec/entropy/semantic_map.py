@@ -24,7 +24,7 @@ import numpy as np
 
 from semcodec.errors import CorruptData
 
-__all__ = ["encode_map", "decode_map", "MAX_SYMBOLS"]
+__all__ = ["encode_map", "decode_map", "check_payload_size", "MAX_SYMBOLS"]
 
 MAX_SYMBOLS = 1 << 26
 """Largest map (h*w) accepted, so a bogus size cannot make the decoder allocate gigabytes."""
@@ -55,6 +55,22 @@ def _canonical_patterns() -> dict[tuple[int, ...], int]:
 
 
 _PATTERNS = _canonical_patterns()
+
+
+# A coded map spends at least log2(LIMIT_FLAT / (LIMIT_FLAT - 1)) bits per label (its most
+# skewed adaptive table is halved at that total); a range coder cannot write less than the
+# information content, so shorter payloads cannot describe the declared size.
+_MIN_BITS = float(np.log2(_LIMIT_FLAT / (_LIMIT_FLAT - 1)))
+PLAUSIBLE = 0.5  # safety factor on the payload lower bounds (rounding, coder flush)
+
+
+def check_payload_size(data: bytes, height: int, width: int, what: str) -> None:
+    """Refuse a coded map too short for height x width labels, before any per-label loop."""
+    need = int(height * width * _MIN_BITS * PLAUSIBLE / 8) - 16
+    if data[:1] == bytes([_MODE_CODED]) and len(data) < need:
+        raise CorruptData(
+            f"semantic map layer of {len(data)} bytes is too short for {what} (needs >= {need})"
+        )
 
 
 def _check_num_classes(num_classes: int) -> None:

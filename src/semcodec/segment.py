@@ -1,0 +1,112 @@
+"""A1 as every caller runs it: the class scores and label map of an image at 1/8 resolution.
+
+One entry point for the encoder, `semcodec segment`, `semcodec eval seg` and the maps training
+learns from, with one decision on tiling (tiling.py), threads (one per branch: the RGB and
+grey-level branches run side by side) and precision (runtime.bf16_decision unless told).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+from . import runtime
+from .models.segmentation import Branch, SegNet
+from .tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, context_pixels, pad_rgb, paste
+
+T = TypeVar("T")
+Runner = Callable[[Sequence[Callable[[], T]], str], list[T]]
+
+SEG_HEAD_MAX = 1 << 20  # map positions (64 Mpixel) up to which the segmentation head is global
+
+
+def _side_by_side(tasks: Sequence[Callable[[], T]], _stage: str = "") -> list[T]:
+    """The default runner: each task on its own thread (runtime.run_parallel)."""
+    return runtime.run_parallel(list(tasks))
+
+
+def _autocast(bf16: bool):
+    """bf16 autocast for the networks whose outputs are stored losslessly."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
+
+@torch.no_grad()
+def class_scores(
+    seg: SegNet,
+    rgb: np.ndarray,
+    bf16: bool | None = None,
+    tiling: Tiling = DEFAULT_TILING,
+    run: Runner = _side_by_side,
+) -> torch.Tensor:
+    """Fused class scores (1, C, H/8, W/8), float32, of a padded (H,W,3) uint8 image.
+
+    Tiled images: the convolutional backbones run tile by tile, but the recurrent head (ReNet
+    GRUs sweeping whole rows and columns, coordinate channels) runs once on the stitched
+    1/8-resolution features, as in an untiled run. Above SEG_HEAD_MAX map positions the whole
+    network runs per tile. ``run`` executes a list of independent pieces (the encoder's
+    fixed split of work); bf16=None follows runtime.bf16_decision.
+    """
+    bf16 = runtime.bf16_decision().use if bf16 is None else bool(bf16)
+    ph, pw = rgb.shape[:2]
+    mh, mw = ph // MULTIPLE, pw // MULTIPLE
+    regions = [r.blocks() for r in tiling.regions(ph, pw)]
+    branches = (seg.rgb, seg.gray)
+
+    def backbone(branch: Branch, r: Region, i: int) -> Callable[[], torch.Tensor]:
+        def go() -> torch.Tensor:
+            with torch.no_grad(), _autocast(bf16):
+                return branch.backbone(seg.branch_inputs(context_pixels(rgb, r))[i])
+
+        return go
+
+    def head(branch: Branch, f: torch.Tensor) -> Callable[[], torch.Tensor]:
+        def go() -> torch.Tensor:
+            with torch.no_grad(), _autocast(bf16):
+                return branch.head(f).float()
+
+        return go
+
+    def whole_branch(branch: Branch, i: int) -> Callable[[], torch.Tensor]:
+        def go() -> torch.Tensor:
+            with torch.no_grad(), _autocast(bf16):
+                return branch(seg.branch_inputs(context_pixels(rgb, regions[0]))[i]).float()
+
+        return go
+
+    if len(regions) == 1:
+        a, b = run([whole_branch(br, i) for i, br in enumerate(branches)], "")
+        # inputs under MIN_SIDE were grown by edge replication: crop back to the map
+        return seg.fuse(a, b)[:, :, :mh, :mw]
+    if mh * mw > SEG_HEAD_MAX:  # bounded memory: the whole network per tile, in turn
+        scores = torch.empty((1, seg.cfg.num_classes, mh, mw))
+        for r in regions:
+            a, b = run([backbone(br, r, i) for i, br in enumerate(branches)], "")
+            a, b = run([head(seg.rgb, a), head(seg.gray, b)], "")
+            paste(scores, r, seg.fuse(a, b))
+        return scores
+    parts = run([backbone(br, r, i) for i, br in enumerate(branches) for r in regions], "segment")
+    feats = []
+    for i in range(len(branches)):
+        mine = parts[i * len(regions) : (i + 1) * len(regions)]
+        whole = torch.empty((1, mine[0].shape[1], mh, mw), dtype=mine[0].dtype)
+        for r, f in zip(regions, mine, strict=True):
+            paste(whole, r, f)
+        feats.append(whole)
+    del parts
+    a, b = run([head(seg.rgb, feats[0]), head(seg.gray, feats[1])], "")
+    return seg.fuse(a, b)
+
+
+def label_map(
+    seg: SegNet,
+    rgb: np.ndarray,
+    bf16: bool | None = None,
+    tiling: Tiling = DEFAULT_TILING,
+    run: Runner = _side_by_side,
+) -> np.ndarray:
+    """uint8 labels (ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image: what the encoder stores."""
+    scores = class_scores(seg, pad_rgb(rgb), bf16, tiling, run)
+    return scores[0].argmax(0).numpy().astype(np.uint8)
