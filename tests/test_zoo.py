@@ -112,3 +112,22 @@ def test_decoder_refuses_file_from_other_weights(tmp_path) -> None:
 def test_unknown_model_is_a_model_error() -> None:
     with pytest.raises(ModelError, match="unknown model"):
         zoo.load_bundle("no-such-model")
+
+
+@pytest.mark.parametrize("name", sorted(zoo.REGISTRY))
+def test_every_registered_bundle_loads_with_the_networks_its_file_records(name: str) -> None:
+    """The registry names each shipped file explicitly; the networks come from the file's spec."""
+    spec = zoo.REGISTRY[name]
+    bundle = zoo.load_bundle(name)
+    assert bundle.name == name and bundle.spec.weights == spec.weights
+    if spec.weights is not None:
+        assert (zoo.weights_dir() / spec.weights).is_file()
+        assert spec.weights.removesuffix(".pt").endswith(bundle.hash[:8])
+    assert bundle.comp.cfg.out_channels == bundle.compact_table.shape[0]
+    assert bundle.gen.cfg.compact_channels == bundle.comp.cfg.out_channels
+
+
+def test_shipped_files_are_all_registered() -> None:
+    """A weights file in models/ that no registry entry names would never be used."""
+    named = {s.weights for s in zoo.REGISTRY.values()}
+    assert {p.name for p in zoo.weights_dir().glob("*.pt")} <= named

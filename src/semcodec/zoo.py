@@ -11,7 +11,7 @@ import hashlib
 import io
 import json
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 
@@ -39,11 +39,18 @@ class BundleSpec:
     compnet: str = "default"
     generator: str = "default"
     weights: str | None = None  # file name inside the package's weights folder, '<name>-<sha8>.pt'
-    map_scale: int = 8
     seed: int = 0
+
+    @classmethod
+    def from_json(cls, text: str) -> BundleSpec:
+        """The spec a weights file records (fields this release no longer has are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in json.loads(text).items() if k in known})
 
 
 REGISTRY: dict[str, BundleSpec] = {
+    # The shipped default: integer generator table, 3-neighbour compact table (models/README.md).
+    DEFAULT_MODEL: BundleSpec(DEFAULT_MODEL, weights="default-04618992.pt"),
     # Tiny random-initialised bundle: for tests and for checking the pipeline without weights.
     "tiny": BundleSpec(
         "tiny", seg="tiny", compnet="tiny", generator="tiny", weights=None, seed=1234
@@ -161,9 +168,10 @@ def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
         raise ModelError(f"cannot load model weights {path.name}: {exc}") from None
     if obj.get("format") != FORMAT:
         raise ModelError(f"model weights {path.name}: unsupported format {obj.get('format')!r}")
-    file_spec = BundleSpec(**json.loads(obj["spec"]))
-    spec = spec or file_spec
-    seg, comp, gen, _ = _build(file_spec)
+    file_spec = BundleSpec.from_json(obj["spec"])
+    # the networks are the file's; a registered name keeps its name and weights file
+    spec = replace(file_spec, name=spec.name, weights=spec.weights) if spec else file_spec
+    seg, comp, gen, _ = _build(spec)
     for net, key in ((seg, "seg"), (comp, "comp"), (gen, "gen")):
         net.load_state_dict(
             {k: v.float() if v.is_floating_point() else v for k, v in obj[key].items()}
@@ -237,18 +245,3 @@ def load_bundle(name_or_path: str = DEFAULT_MODEL) -> ModelBundle:
             raise ModelError(f"unknown model {name_or_path!r} (known: {known})")
         _CACHE[name_or_path] = bundle
         return bundle
-
-
-def _discover_shipped() -> None:
-    """Register every '<name>-<sha8>.pt' shipped in the weights folder under its name."""
-    try:
-        folder = weights_dir()
-    except (ModuleNotFoundError, TypeError):
-        return
-    for path in sorted(folder.glob("*-*.pt")):
-        name, _, _ = path.stem.rpartition("-")
-        if name and name not in REGISTRY:
-            REGISTRY[name] = BundleSpec(name, weights=path.name)
-
-
-_discover_shipped()

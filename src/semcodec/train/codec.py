@@ -30,6 +30,7 @@ from ..models.compnet import COMPNET_CONFIGS, CompNet, one_hot_map, quantize_ste
 from ..models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
 from ..models.generator import GENERATOR_CONFIGS, Generator
 from ..models.segmentation import SegNet, build_segnet
+from ..segment import label_map
 from ..zoo import load_bundle
 from .common import (
     Progress,
@@ -83,17 +84,10 @@ class CodecNets(nn.Module):
         return {"x_hat": (out + 1) * 0.5, "base": (base + 1) * 0.5, "bits": bits}
 
 
-@torch.no_grad()
 def compute_maps(seg: SegNet, images: list[np.ndarray], bf16: bool = True) -> list[np.ndarray]:
     """1/8-resolution label maps of whole images, exactly as the encoder computes them."""
     seg.eval()
-    maps = []
-    for img in images:
-        x = torch.from_numpy(img).permute(2, 0, 1).float().div(255)[None]
-        with autocast(torch.device("cpu"), bf16):
-            logits = seg.logits_lowres(x)
-        maps.append(logits.float()[0].argmax(0).numpy().astype(np.uint8))
-    return maps
+    return [label_map(seg, img, None if bf16 else False) for img in images]
 
 
 def hold_out(images: list, maps: list, n: int, photos: int) -> tuple[tuple, tuple]:

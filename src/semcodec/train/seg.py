@@ -21,6 +21,8 @@ from ..models.segmentation import (
     build_segnet,
     load_backbone_weights,
 )
+from ..segment import class_scores
+from ..tiling import pad_rgb
 from .common import (
     Progress,
     autocast,
@@ -148,8 +150,7 @@ def evaluate_seg(net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool
     conf = np.zeros((NUM_CLASSES, NUM_CLASSES), np.int64)
     t0 = time.time()
     for img, lab in zip(images, labels, strict=True):
-        x = torch.from_numpy(img).permute(2, 0, 1).float().div(255)[None]
-        pred = predict_labels(net, x, bf16)
+        pred = predict_labels(net, img, bf16)
         valid = lab != VOID
         conf += np.bincount(
             NUM_CLASSES * lab[valid].astype(np.int64) + pred[valid], minlength=NUM_CLASSES**2
@@ -167,15 +168,16 @@ def evaluate_seg(net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool
     }
 
 
-def predict_labels(net: SegNet, x: torch.Tensor, bf16: bool = False) -> np.ndarray:
-    """Full-resolution argmax labels for one image tensor (1,3,H,W), padding to a multiple of 8."""
-    h, w = x.shape[-2:]
-    ph, pw = (-h) % 8, (-w) % 8
-    xp = F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
-    with autocast(torch.device("cpu"), bf16):
-        logits = net.logits_lowres(xp).float()
-    logits = F.interpolate(logits, size=xp.shape[-2:], mode="bilinear", align_corners=False)
-    return logits[0, :, :h, :w].argmax(0).numpy().astype(np.int64)
+def predict_labels(net: SegNet, rgb: np.ndarray, bf16: bool = False) -> np.ndarray:
+    """Full-resolution labels of an (H,W,3) uint8 image: the encoder's 1/8 class scores
+    (segment.class_scores) upsampled bilinearly, as CamVid's full-resolution labels need."""
+    if isinstance(rgb, torch.Tensor):  # (1,3,H,W) in [0, 1]
+        rgb = (rgb[0].permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+    h, w = rgb.shape[:2]
+    padded = pad_rgb(rgb)
+    scores = class_scores(net, padded, bf16)
+    scores = F.interpolate(scores, size=padded.shape[:2], mode="bilinear", align_corners=False)
+    return scores[0, :, :h, :w].argmax(0).numpy().astype(np.int64)
 
 
 def export_seg_weights(ckpt: Path, dest: Path) -> None:
