@@ -24,10 +24,11 @@ from semcodec.bench.bdrate import (
     bd_rate_result,
     msssim_to_db,
 )
-from semcodec.bench.cli import bench, parse_qualities
-from semcodec.bench.codecs import get_codec
-from semcodec.bench.metrics import _to_tensor, ms_ssim, msssim_scales, psnr
+from semcodec.bench.codecs import make_adapter
+from semcodec.cli.bench import bench, parse_qualities
 from semcodec.losses import ms_ssim_scales
+from semcodec.metrics import _to_tensor, ms_ssim, msssim_scales, psnr
+from semcodec.progress import Progress
 
 METHODS = ("cubic", "pchip")
 
@@ -202,7 +203,7 @@ def test_ms_ssim_own_loop_matches_library_at_five_scales() -> None:
 @pytest.mark.parametrize("name", ["jpeg", "webp", "jpeg2000", "avif"])
 def test_adapters_round_trip_whole_files(name: str) -> None:
     img = _test_image(5, 96)
-    c = get_codec(name)
+    c = make_adapter(name)
     if c.unavailable_reason():
         pytest.skip(c.unavailable_reason())
     data = c.encode(img, c.default_settings[len(c.default_settings) // 2])
@@ -216,7 +217,7 @@ def test_adapters_round_trip_whole_files(name: str) -> None:
 
 def test_bpp_counts_whole_file() -> None:
     img = _test_image(6, 96)
-    data = get_codec("jpeg").encode(img, 50)
+    data = make_adapter("jpeg").encode(img, 50)
     assert data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9"  # SOI … EOI: all of it
     assert rd.bpp(len(data), 96, 96) == 8 * len(data) / (96 * 96)
     assert rd.bpp(1000, 100, 80) == pytest.approx(1.0)
@@ -244,8 +245,8 @@ def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> Non
     fake.Codec = FakeCodec  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "semcodec.codec", fake)
     img = _test_image(7, 32)
-    full = get_codec("semcodec", model="m1", residual="native")
-    base = get_codec("semcodec-base", model="m1", residual="native")
+    full = make_adapter("semcodec", model="m1", residual="native")
+    base = make_adapter("semcodec-base", model="m1", residual="native")
     assert full.unavailable_reason() is None
     assert np.array_equal(full.decode(full.encode(img, 40)), img)
     assert np.array_equal(base.decode(base.encode(img, 0)), img)
@@ -375,13 +376,13 @@ def test_progress_bar_only_on_a_tty() -> None:
 
     tty, pipe = Tty(), io.StringIO()
     for stream in (tty, pipe):
-        bar = rd.ProgressBar(2, stream=stream)
-        bar.update("a")
-        bar.update("b")
+        bar = Progress(2, file=stream)
+        bar.advance(1, "a")
+        bar.advance(1, "b")
         bar.close()
     assert "\r[" in tty.getvalue() and "2/2" in tty.getvalue() and tty.getvalue().endswith("\n")
     assert pipe.getvalue() == ""
-    assert rd.ProgressBar(2, enabled=False, stream=Tty()).enabled is False
+    assert Progress(2, enabled=False, file=Tty()).enabled is False
 
 
 def test_cli(tmp_path: Path) -> None:
@@ -397,16 +398,16 @@ def test_cli(tmp_path: Path) -> None:
     runner = CliRunner()
     res = runner.invoke(
         bench,
-        ["--images", str(imgs), "--limit", "1", "--codecs", "jpeg", "--qualities",
+        ["rd", "--images", str(imgs), "--limit", "1", "--codecs", "jpeg", "--qualities",
          "jpeg:10,30,60,90", "--out", str(out), "--no-progress"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert len(data["images"]) == 1 and len(data["records"]) == 4
-    res = runner.invoke(bench, ["--compare", str(out), str(out)])
+    res = runner.invoke(bench, ["compare", str(out), str(out)])
     assert res.exit_code == 0 and "+0.00" in res.output
-    assert runner.invoke(bench, ["--codecs", "jpeg"]).exit_code != 0  # no --images
-    bad = runner.invoke(bench, ["--images", str(imgs), "--codecs", "bogus"])
+    assert runner.invoke(bench, ["rd", "--codecs", "jpeg"]).exit_code != 0  # no --images
+    bad = runner.invoke(bench, ["rd", "--images", str(imgs), "--codecs", "bogus"])
     assert bad.exit_code != 0 and "bogus" in bad.output
 
 
@@ -417,8 +418,8 @@ def test_semcodec_adapters_with_tiny_model() -> None:
     from semcodec import container
 
     img = _test_image(21, 48)[:40]  # 40x48: not a multiple of 8, exercises padding
-    full = get_codec("semcodec", model="tiny", residual="avif")
-    base = get_codec("semcodec-base", model="tiny")
+    full = make_adapter("semcodec", model="tiny", residual="avif")
+    base = make_adapter("semcodec-base", model="tiny")
     for c in (full, base):
         if c.unavailable_reason():
             pytest.skip(c.unavailable_reason())
@@ -442,7 +443,9 @@ def test_semcodec_adapters_with_tiny_model() -> None:
     # the full decode of the q=50 file without its residual is exactly that base image
     assert np.array_equal(full._get().decode(data, layer="base").image, Image.fromarray(out))
     assert base.info()["layer"] == "base" and base.info()["default_settings"] == [0]
-    assert "cannot be loaded" in (get_codec("semcodec", model="no-such").unavailable_reason() or "")
+    assert "cannot be loaded" in (
+        make_adapter("semcodec", model="no-such").unavailable_reason() or ""
+    )
 
 
 def test_run_benchmark_records_semcodec_layers(tmp_path: Path) -> None:
@@ -486,7 +489,7 @@ def test_markdown_and_report_cli(tiny_run: dict, tmp_path: Path) -> None:
     runner = CliRunner()
     out_md, out_png = tmp_path / "t.md", tmp_path / "t.png"
     res = runner.invoke(
-        bench, ["--report", str(src), "--markdown", str(out_md), "--plot", str(out_png)]
+        bench, ["report", str(src), "--markdown", str(out_md), "--plot", str(out_png)]
     )
     assert res.exit_code == 0, res.output
     assert out_md.read_text() == md and out_png.stat().st_size > 0
@@ -494,12 +497,12 @@ def test_markdown_and_report_cli(tiny_run: dict, tmp_path: Path) -> None:
 
 
 def test_cli_defaults_run_every_codec_and_write_markdown(tmp_path: Path) -> None:
-    from semcodec.bench.cli import DEFAULT_CODECS
+    from semcodec.cli.bench import DEFAULT_CODECS
 
     assert DEFAULT_CODECS.split(",") == [
         "semcodec", "semcodec-base", "jpeg", "webp", "jpeg2000", "avif", "jxl"
     ]  # fmt: skip
-    opts = {p.name: p.default for p in bench.params}
+    opts = {p.name: p.default for p in bench.commands["rd"].params}
     assert opts["threads"] == 2 and opts["codec_threads"] == 1
     imgs = tmp_path / "imgs"
     imgs.mkdir()
@@ -507,7 +510,7 @@ def test_cli_defaults_run_every_codec_and_write_markdown(tmp_path: Path) -> None
     out = tmp_path / "r.json"
     res = CliRunner().invoke(
         bench,
-        ["--images", str(imgs), "--codecs", "jpeg", "--qualities", "jpeg:10,50",
+        ["rd", "--images", str(imgs), "--codecs", "jpeg", "--qualities", "jpeg:10,50",
          "--out", str(out), "--no-progress", "--threads", "1"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -535,8 +538,8 @@ def test_merge_of_lanes_equals_the_whole_run(tiny_run: dict, tmp_path: Path) -> 
     pa, pb, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "m.json"
     rd.write_json(a, pa)
     rd.write_json(b, pb)
-    res = CliRunner().invoke(bench, ["--merge", str(pa), "--merge", str(pb), "--out", str(out)])
+    res = CliRunner().invoke(bench, ["merge", str(pa), str(pb), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert rd.read_json(out)["bd"] == tiny_run["bd"] and out.with_suffix(".md").exists()
-    res = CliRunner().invoke(bench, ["--merge", str(pa), "--merge", str(pa)])
+    res = CliRunner().invoke(bench, ["merge", str(pa), str(pa)])
     assert res.exit_code != 0 and "in two runs" in res.output

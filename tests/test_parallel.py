@@ -127,10 +127,10 @@ def test_tiled_images_report_progress_per_tile():
 
 
 def test_cli_bar_shows_tile_progress_for_one_file(monkeypatch, capsys):
-    from semcodec import cli as cli_mod
+    from semcodec.cli.batch import BatchProgress
 
     monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
-    bar = cli_mod._Progress(1, True)
+    bar = BatchProgress(1, True)
     assert not bar.enabled  # one file: no bar ...
     bar.tiles("compnet", 3, 24)  # ... until a tiled image reports its tiles
     assert bar.enabled and "compnet tile 3/24" in capsys.readouterr().err

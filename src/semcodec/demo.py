@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from PIL import Image
 
-    from .bench.metrics import ms_ssim, psnr
     from .codec import Codec
+    from .metrics import ms_ssim, psnr
 
     model = os.environ.get("SEMCODEC_MODEL", DEFAULT_MODEL)
     out_dir = Path("demo-out")

@@ -1,4 +1,5 @@
-"""Objective quality metrics for the rate–distortion benchmark: PSNR and MS-SSIM on 8-bit RGB."""
+"""Objective quality metrics of 8-bit RGB images: PSNR and MS-SSIM (the benchmarks, the demo and
+the generator fixing all score with these)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ import numpy as np
 import torch
 from pytorch_msssim import ms_ssim as _lib_ms_ssim
 
-from semcodec.bench.bdrate import msssim_to_db
-from semcodec.losses import MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS  # Wang et al. 2003, finest first
-from semcodec.losses import ms_ssim_scales
+from .losses import MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS  # Wang et al. 2003, finest first
+from .losses import ms_ssim_scales
 
 __all__ = ["MSSSIM_WEIGHTS", "MsssimResult", "msssim_scales", "psnr", "ms_ssim", "msssim_to_db"]
 
@@ -26,6 +26,14 @@ def _check(ref: np.ndarray, test: np.ndarray) -> None:
         raise ValueError(f"expected (H, W, 3) RGB arrays, got {ref.shape}")
     if ref.dtype != np.uint8 or test.dtype != np.uint8:
         raise ValueError(f"expected uint8 arrays, got {ref.dtype} and {test.dtype}")
+
+
+def msssim_to_db(msssim: float | np.ndarray) -> float | np.ndarray:
+    """MS-SSIM in dB, −10·log10(1 − msssim): spreads the values near 1 where codecs differ."""
+    m = np.asarray(msssim, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        out = -10.0 * np.log10(np.clip(1.0 - m, 0.0, None))
+    return float(out) if out.ndim == 0 else out
 
 
 def psnr(ref: np.ndarray, test: np.ndarray) -> float:

@@ -25,6 +25,8 @@ from typing import Literal
 
 import numpy as np
 
+from semcodec.metrics import msssim_to_db  # re-exported: BD-rates on MS-SSIM use dB
+
 Method = Literal["cubic", "pchip"]
 METHODS: tuple[Method, ...] = ("cubic", "pchip")
 
@@ -58,14 +60,6 @@ class BDResult:
     def ok(self) -> bool:
         """True when the value is a finite number (callers branch on this, not on nan tests)."""
         return self.reason is None and math.isfinite(self.value)
-
-
-def msssim_to_db(msssim: float | np.ndarray) -> float | np.ndarray:
-    """MS-SSIM in dB, −10·log10(1 − msssim): spreads the values near 1 where codecs differ."""
-    m = np.asarray(msssim, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        out = -10.0 * np.log10(np.clip(1.0 - m, 0.0, None))
-    return float(out) if out.ndim == 0 else out
 
 
 class Pchip:

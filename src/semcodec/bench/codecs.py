@@ -46,7 +46,7 @@ __all__ = [
     "CodecAdapter",
     "CodecUnavailable",
     "register_codec",
-    "get_codec",
+    "make_adapter",
     "codec_names",
     "CLASSIC_CODECS",
     "DEFAULT_CODECS",
@@ -436,7 +436,7 @@ def codec_names() -> list[str]:
     return list(_REGISTRY)
 
 
-def get_codec(
+def make_adapter(
     name: str,
     *,
     model: str = "default",
@@ -444,7 +444,7 @@ def get_codec(
     threads: int = 1,
     effort: int = DEFAULT_EFFORT,
 ) -> CodecAdapter:
-    """Instantiate a codec by name with the options that apply to it."""
+    """The benchmark adapter of a codec by name, with the options that apply to it."""
     if name not in _REGISTRY:
         raise KeyError(f"unknown codec {name!r}; known: {', '.join(_REGISTRY)}")
     return _REGISTRY[name](model=model, residual=residual, threads=threads, effort=effort)

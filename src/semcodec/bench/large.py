@@ -22,19 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
+from semcodec.bench.common import DEFAULT_ARCH, default_arch_model
+
 OUT = Path("bench-out/large")
 
 
 def _register(model: str) -> None:
     """Make the pseudo-model ``default-arch`` known in this process."""
-    if model == "default-arch":
-        from semcodec import zoo
-
-        zoo.register(
-            zoo.BundleSpec(
-                "default-arch", seg="default", compnet="default", generator="default", seed=0
-            )
-        )
+    if model == DEFAULT_ARCH:
+        default_arch_model()
 
 
 def _default_model() -> str:
@@ -165,7 +161,7 @@ def _measure(args: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Synthesise the photo, encode and decode it in children, print and save the figures."""
+    """Entry point of ``python -m semcodec.bench.large`` (and of its child processes)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
         _child(argv[1:])
@@ -178,14 +174,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--residual", default="avif")
     p.add_argument("--threads", type=int, default=1, help="torch threads in the children")
     args = p.parse_args(argv)
-    model = args.model or _default_model()
+    return run_large(
+        args.model,
+        width=args.width,
+        height=args.height,
+        quality=args.quality,
+        residual=args.residual,
+        threads=args.threads,
+    )
+
+
+def run_large(
+    model: str | None,
+    *,
+    width: int = 6000,
+    height: int = 4000,
+    quality: int = 50,
+    residual: str = "avif",
+    threads: int = 1,
+) -> int:
+    """Synthesise the photo, encode and decode it in children, print and save the figures."""
+    model = model or _default_model()
     OUT.mkdir(parents=True, exist_ok=True)
-    photo = OUT / f"photo-{args.width}x{args.height}.png"
+    photo = OUT / f"photo-{width}x{height}.png"
     if not photo.exists():
-        make_photo(args.width, args.height, photo)
-    tag = f"{model}-q{args.quality}-{args.residual}"
+        make_photo(width, height, photo)
+    tag = f"{model}-q{quality}-{residual}"
     sem, decoded = OUT / f"{tag}.sem", OUT / f"{tag}.png"
-    common = [model, str(args.quality), args.residual, str(args.threads)]
+    common = [model, str(quality), residual, str(threads)]
     enc = _measure(["encode", model, str(photo), str(sem), *common[1:]])
     dec = _measure(["decode", model, str(sem), str(decoded), *common[1:]])
     from PIL import Image
@@ -195,14 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     base = np.load(decoded.with_suffix(".base.npy"))
     decoded.with_suffix(".base.npy").unlink()
     seams = seam_report(ref, {"full": full, "base": base})
-    mh, mw = -(-args.height // 8), -(-args.width // 8)
+    mh, mw = -(-height // 8), -(-width // 8)
     report = {
-        "image": f"{args.width}x{args.height}",
+        "image": f"{width}x{height}",
         "model": model,
-        "quality": args.quality,
-        "residual": args.residual,
-        "torch_threads": args.threads,
-        "bpp": 8 * enc["bytes"] / (args.width * args.height),
+        "quality": quality,
+        "residual": residual,
+        "torch_threads": threads,
+        "bpp": 8 * enc["bytes"] / (width * height),
         "psnr_db": seams["full"]["all"],
         "tiles": seams["tiles"],
         "psnr_by_region_db": {k: v for k, v in seams.items() if k != "tiles"},
@@ -212,9 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         "decode": dec,
     }
     (OUT / f"{tag}.json").write_text(json.dumps(report, indent=2))
-    print(
-        f"{report['image']} photo, model {model}, quality {args.quality}, {args.residual} residual"
-    )
+    print(f"{report['image']} photo, model {model}, quality {quality}, {residual} residual")
     print(f"  {enc['bytes']} bytes, {report['bpp']:.3f} bpp, PSNR {report['psnr_db']:.2f} dB")
     for layer in ("base", "full"):
         r = seams[layer]

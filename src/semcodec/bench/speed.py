@@ -1,7 +1,8 @@
 """Speed benchmark: end-to-end and per-stage encode/decode times, peak memory, networks alone.
 
-Run as ``python -m semcodec.bench.speed --images DIR [--model default] [--limit N]
-[--qualities 0,50] [--threads 2] [--repeats 3] [--out bench-out/speed.json]``.
+Run as ``semcodec bench speed --images DIR [--model default] [--limit N] [--qualities 0,50]
+[--threads 2] [--repeats 3] [--out bench-out/speed.json]`` (or ``python -m semcodec.bench.speed``
+with the same options).
 
 Every configuration (one image at one quality, or one set of networks) runs in a fresh child
 process so that its peak resident memory is its own: the parent reads the child's
@@ -38,9 +39,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from semcodec.bench import common
+from semcodec.bench.common import default_arch_model
 
 __all__ = [
     "SCHEMA",
@@ -52,6 +56,7 @@ __all__ = [
     "default_weights_available",
     "run_speed",
     "format_speed_table",
+    "measure_and_write",
     "main",
 ]
 
@@ -116,36 +121,25 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def _dist_version(name: str) -> str | None:
-    """An installed distribution's version without importing it (keeps the parent light)."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+#: The keys of library_versions this report keeps (the codecs' and the runtime's).
+_VERSION_KEYS = (
+    "python",
+    "torch",
+    "numpy",
+    "pillow",
+    "libavif",
+    "libwebp",
+    "openjpeg",
+    "libjpeg",
+    "imagecodecs",
+    "constriction",
+)
 
 
 def library_versions() -> dict[str, str | None]:
     """Versions that change codec speed and output: Python, torch, Pillow and its codecs."""
-    from PIL import features
-
-    def feat(name: str) -> str | None:
-        try:
-            return features.version(name)
-        except Exception:  # noqa: BLE001 - informative only
-            return None
-
-    return {
-        "python": platform.python_version(),
-        "torch": _dist_version("torch"),
-        "numpy": _dist_version("numpy"),
-        "pillow": _dist_version("pillow"),
-        "libavif": feat("avif"),
-        "libwebp": feat("webp"),
-        "openjpeg": feat("jpg_2000"),
-        "libjpeg": feat("jpg"),
-        "imagecodecs": _dist_version("imagecodecs"),
-        "constriction": _dist_version("constriction"),
-    }
+    versions = common.library_versions()
+    return {key: versions[key] for key in _VERSION_KEYS}
 
 
 def default_weights_available() -> bool:
@@ -378,22 +372,12 @@ def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(spec["threads"])
-    from semcodec.models.compnet import COMPNET_CONFIGS, CompNet, dequantize
-    from semcodec.models.generator import GENERATOR_CONFIGS, Generator
-    from semcodec.models.segmentation import SEG_CONFIGS, SegNet
+    from semcodec.models.compnet import dequantize
+    from semcodec.zoo import load_bundle
 
     t0 = time.perf_counter()
-    if spec["arch"]:
-        torch.manual_seed(0)
-        name = spec["arch"]
-        seg = SegNet(SEG_CONFIGS[name]).eval()
-        comp = CompNet(COMPNET_CONFIGS[name]).eval()
-        gen = Generator(GENERATOR_CONFIGS[name]).eval()
-    else:
-        from semcodec.zoo import load_bundle
-
-        b = load_bundle(spec["model"])
-        seg, comp, gen = b.seg, b.comp, b.gen
+    b = load_bundle(default_arch_model() if spec["arch"] else spec["model"])
+    seg, comp, gen = b.seg, b.comp, b.gen
     load_s = time.perf_counter() - t0
     w, h = spec["size"]
     f = 8  # map and compact resolution: 1/8 (Codec.MULTIPLE)
@@ -406,10 +390,8 @@ def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
     from semcodec import runtime
     from semcodec.zoo import fix_random
 
-    # what the decoder runs: the bundle's integer table, or one fixed from random weights
-    integer = None if spec["arch"] else b.fixed
-    if integer is None:
-        integer = fix_random(gen, levels)
+    # what the decoder runs: the bundle's integer table, or one fixed from its weights
+    integer = b.fixed if b.fixed is not None else fix_random(gen, levels)
     calls: dict[str, Callable[[], Any]] = {
         "segmentation": lambda: seg.logits_lowres(x),
         "compnet": lambda: comp(x, labels),
@@ -809,26 +791,62 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: measure, print the table, write the JSON."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--worker"]:
-        return _worker_main(argv[1], argv[2])
-    args = _parser().parse_args(argv)
-    if not args.images.is_dir():
-        print(f"error: {args.images} is not a directory", file=sys.stderr)
+def measure_and_write(
+    images_dir: Path,
+    *,
+    out: Path,
+    limit: int | None = None,
+    model: str = "default",
+    qualities: Sequence[int] = (0, 50),
+    threads: int = 2,
+    repeats: int = 3,
+    residual: str = "avif",
+    net_size: tuple[int, int] = (768, 512),
+    nets: bool = True,
+    timeout_s: float | None = 1800.0,
+) -> int:
+    """Measure, print the table, write the JSON; the exit status (2 bad arguments, 1 a failure)."""
+    if not images_dir.is_dir():
+        print(f"error: {images_dir} is not a directory", file=sys.stderr)
         return 2
     from semcodec.imageio import list_images  # the parent keeps light imports
 
-    images = list_images(args.images, args.limit)
+    images = list_images(images_dir, limit)
     if not images:
-        print(f"error: no images in {args.images}", file=sys.stderr)
+        print(f"error: no images in {images_dir}", file=sys.stderr)
         return 2
-    if args.threads < 1 or args.repeats < 1 or not args.qualities:
+    if threads < 1 or repeats < 1 or not qualities:
         print("error: --threads and --repeats must be >= 1, --qualities non-empty", file=sys.stderr)
         return 2
     result = run_speed(
         images,
+        model=model,
+        qualities=qualities,
+        threads=threads,
+        repeats=repeats,
+        residual=residual,
+        net_size=net_size,
+        nets=nets,
+        timeout_s=timeout_s,
+    )
+    print(format_speed_table(result))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    failed = [r for r in (*result["runs"], *result["networks"]) if r.get("error")]
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m semcodec.bench.speed`` (and of its child processes)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        return _worker_main(argv[1], argv[2])
+    args = _parser().parse_args(argv)
+    return measure_and_write(
+        args.images,
+        out=args.out,
+        limit=args.limit,
         model=args.model,
         qualities=args.qualities,
         threads=args.threads,
@@ -838,12 +856,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         nets=not args.no_nets,
         timeout_s=args.timeout,
     )
-    print(format_speed_table(result))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
-    failed = [r for r in (*result["runs"], *result["networks"]) if r.get("error")]
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

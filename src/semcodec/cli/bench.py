@@ -1,21 +1,25 @@
-"""``semcodec bench``: the rate–distortion benchmark as a standalone click command.
+"""``semcodec bench``: the benchmarks as subcommands.
 
-Attach to the main CLI with ``cli.add_command(bench)``; it also runs on its own via
-``python -m semcodec.bench.cli``.
+``rd`` runs the rate–distortion benchmark; ``compare``, ``merge`` and ``report`` work on its
+result files without running anything; ``speed`` and ``large`` time the codec (per stage, peak
+memory) on a folder of images and on one 6000x4000 photo.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from semcodec.bench.codecs import DEFAULT_CODECS as _DEFAULT_CODECS
-from semcodec.bench.codecs import Setting, codec_names
-from semcodec.cli import effort_option
+from ..bench.codecs import DEFAULT_CODECS as _DEFAULT_CODECS
+from ..bench.codecs import Setting, codec_names
+from .common import apply_options, effort_option
 
 DEFAULT_CODECS = ",".join(_DEFAULT_CODECS)
+
+_result_file = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 def _setting(text: str) -> Setting:
@@ -44,10 +48,37 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
     return out
 
 
-@click.command("bench")
+def _report_options(out: bool) -> list:
+    """--csv, --plot, --markdown (and --out where a new result is written) of rd and merge."""
+    options = [
+        click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="CSV."),
+        click.option("--plot", type=click.Path(path_type=Path), help="RD plot (PNG)."),
+        click.option(
+            "--markdown",
+            "md_path",
+            type=click.Path(path_type=Path),
+            help="Markdown tables (BD-rates, means, semcodec layers) for docs/benchmarks.md"
+            + (" [default: OUT with suffix .md when --out is given]." if out else "."),
+        ),
+    ]
+    if out:
+        options.insert(
+            0, click.option("--out", type=click.Path(path_type=Path), help="Result JSON.")
+        )
+    return options
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks: rate–distortion (rd) and its result files (compare, merge, report), speed and
+    large images."""
+
+
+@bench.command("rd")
 @click.option(
     "--images",
     "images_dir",
+    required=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Directory of test images (e.g. the 24 Kodak PNGs).",
 )
@@ -58,17 +89,7 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
     help=f"Comma-separated codecs; known: {', '.join(codec_names())}.",
 )
 @click.option("--qualities", default=None, help="Per-codec settings: 'jpeg:10,50;webp:20,80'.")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Result JSON.")
-@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, help="CSV.")
-@click.option("--plot", type=click.Path(path_type=Path), default=None, help="RD plot (PNG).")
-@click.option(
-    "--markdown",
-    "md_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Markdown tables (BD-rates, means, semcodec layers) for docs/benchmarks.md "
-    "[default: OUT with suffix .md when --out is given].",
-)
+@apply_options(_report_options(out=True))
 @click.option("--anchor", default="jpeg", show_default=True, help="BD-rate anchor codec.")
 @click.option(
     "--crops",
@@ -96,32 +117,8 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
     help="AVIF / JPEG XL library threads (libavif's output changes with its thread count).",
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar (TTY only).")
-@click.option(
-    "--compare",
-    nargs=2,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    metavar="OLD NEW",
-    help="Instead of running: BD-rate of each codec in NEW vs OLD result JSON.",
-)
-@click.option(
-    "--report",
-    "report_json",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="Instead of running: print the table of an existing result JSON and write "
-    "--csv/--plot/--markdown from it.",
-)
-@click.option(
-    "--merge",
-    "merge_jsons",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Instead of running: merge result JSONs over the same images (repeat the option; e.g. "
-    "codec lanes run in parallel) and write --out/--csv/--plot/--markdown from the merge.",
-)
-def bench(
-    images_dir: Path | None,
+def rd_command(
+    images_dir: Path,
     codecs: str,
     qualities: str | None,
     out: Path | None,
@@ -137,31 +134,10 @@ def bench(
     threads: int,
     codec_threads: int,
     progress: bool,
-    compare: tuple[Path, Path] | None,
-    report_json: Path | None,
-    merge_jsons: tuple[Path, ...],
 ) -> None:
     """Rate–distortion benchmark: bpp, PSNR, MS-SSIM, timings and BD-rates vs an anchor."""
-    from semcodec.bench import rd
+    from ..bench import rd
 
-    if compare:
-        rd.compare(compare[0], compare[1])
-        return
-    if report_json:
-        result = rd.read_json(report_json)
-        click.echo(rd.format_table(result))
-        _write_outputs(result, None, csv_path, plot, md_path)
-        return
-    if merge_jsons:
-        try:
-            result = rd.merge(merge_jsons, anchor)
-        except ValueError as e:
-            raise click.ClickException(str(e)) from None
-        click.echo(rd.format_table(result))
-        _write_outputs(result, out, csv_path, plot, md_path)
-        return
-    if images_dir is None:
-        raise click.UsageError("--images DIR is required (or use --compare OLD NEW)")
     _warn_if_busy(threads)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     unknown = [c for c in names if c not in codec_names()]
@@ -196,10 +172,169 @@ def bench(
         sys.exit(1)
 
 
+@bench.command("compare")
+@click.argument("old", type=_result_file)
+@click.argument("new", type=_result_file)
+def compare_command(old: Path, new: Path) -> None:
+    """BD-rate of each codec in the NEW result JSON against the same codec in OLD."""
+    from ..bench import rd
+
+    rd.compare(old, new)
+
+
+@bench.command("report")
+@click.argument("result_json", metavar="RUN.json", type=_result_file)
+@apply_options(_report_options(out=False))
+def report_command(
+    result_json: Path, csv_path: Path | None, plot: Path | None, md_path: Path | None
+) -> None:
+    """Print the table of an existing result JSON and write --csv/--plot/--markdown from it."""
+    from ..bench import rd
+
+    result = rd.read_json(result_json)
+    click.echo(rd.format_table(result))
+    _write_outputs(result, None, csv_path, plot, md_path)
+
+
+@bench.command("merge")
+@click.argument("runs", nargs=-1, required=True, metavar="RUN.json...", type=_result_file)
+@click.option("--anchor", default="jpeg", show_default=True, help="BD-rate anchor codec.")
+@apply_options(_report_options(out=True))
+def merge_command(
+    runs: tuple[Path, ...],
+    anchor: str,
+    out: Path | None,
+    csv_path: Path | None,
+    plot: Path | None,
+    md_path: Path | None,
+) -> None:
+    """Merge result JSONs over the same images (e.g. codec lanes run in parallel) and write
+    --out/--csv/--plot/--markdown from the merge."""
+    from ..bench import rd
+
+    try:
+        result = rd.merge(runs, anchor)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(rd.format_table(result))
+    _write_outputs(result, out, csv_path, plot, md_path)
+
+
+def _net_size(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, int]:
+    """'768x512' → (768, 512), both multiples of 8 (the networks' stride)."""
+    try:
+        w, h = (int(v) for v in value.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"expected WxH, got {value!r}") from None
+    if w <= 0 or h <= 0 or w % 8 or h % 8:
+        raise click.BadParameter(f"size must be positive multiples of 8, got {value!r}")
+    return w, h
+
+
+def _int_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
+    """'0,50' → [0, 50]."""
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+
+
+@bench.command("speed")
+@click.option(
+    "--images",
+    "images_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Directory of test images.",
+)
+@click.option("--model", default="default", show_default=True, help="Model (tiny if no default).")
+@click.option("--limit", type=int, default=None, help="Use the first N images.")
+@click.option(
+    "--qualities",
+    default="0,50",
+    show_default=True,
+    callback=_int_list,
+    help="Comma-separated qualities (0 = base layer only).",
+)
+@click.option("--threads", type=int, default=2, show_default=True, help="torch threads.")
+@click.option(
+    "--repeats", type=int, default=3, show_default=True, help="Timed runs after a warm-up."
+)
+@click.option("--residual", default="avif", show_default=True, help="Residual backend.")
+@click.option("--net-size", default="768x512", show_default=True, callback=_net_size, help="WxH.")
+@click.option("--no-nets", is_flag=True, help="Skip the networks-alone check.")
+@click.option(
+    "--timeout", type=float, default=1800.0, show_default=True, help="Seconds per child process."
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("bench-out/speed.json"),
+    show_default=True,
+    help="Result JSON.",
+)
+def speed_command(
+    images_dir: Path,
+    model: str,
+    limit: int | None,
+    qualities: list[int],
+    threads: int,
+    repeats: int,
+    residual: str,
+    net_size: tuple[int, int],
+    no_nets: bool,
+    timeout: float,
+    out: Path,
+) -> None:
+    """Speed: encode/decode seconds per stage, peak memory and the networks alone, each
+    configuration in a fresh process."""
+    from ..bench import speed
+
+    code = speed.measure_and_write(
+        images_dir,
+        out=out,
+        limit=limit,
+        model=model,
+        qualities=qualities,
+        threads=threads,
+        repeats=repeats,
+        residual=residual,
+        net_size=net_size,
+        nets=not no_nets,
+        timeout_s=timeout,
+    )
+    sys.exit(code)
+
+
+@bench.command("large")
+@click.option(
+    "--model",
+    envvar="SEMCODEC_MODEL",
+    default=None,
+    help="Model  [default: $SEMCODEC_MODEL, else default if shipped, else tiny; "
+    "default-arch: the default architecture with random weights]",
+)
+@click.option("--width", type=int, default=6000, show_default=True)
+@click.option("--height", type=int, default=4000, show_default=True)
+@click.option("--quality", type=int, default=50, show_default=True)
+@click.option("--residual", default="avif", show_default=True)
+@click.option(
+    "--threads", type=int, default=1, show_default=True, help="torch threads in the children."
+)
+def large_command(
+    model: str | None, width: int, height: int, quality: int, residual: str, threads: int
+) -> None:
+    """Encode and decode a large photo (6000x4000): time and peak memory per stage, seams."""
+    from ..bench import large
+
+    code = large.run_large(
+        model, width=width, height=height, quality=quality, residual=residual, threads=threads
+    )
+    sys.exit(code)
+
+
 def _warn_if_busy(threads: int) -> None:
     """torch's threads spin: on an oversubscribed CPU more threads are many times slower."""
-    import os
-
     try:
         load, cpus = os.getloadavg()[0], len(os.sched_getaffinity(0))
     except (OSError, AttributeError):
@@ -215,8 +350,8 @@ def _warn_if_busy(threads: int) -> None:
 def _write_outputs(
     result: dict, out: Path | None, csv_path: Path | None, plot: Path | None, md: Path | None
 ) -> None:
-    """Write whichever report files were asked for (shared by a run, --merge and --report)."""
-    from semcodec.bench import rd
+    """Write whichever report files were asked for (shared by rd, merge and report)."""
+    from ..bench import rd
 
     if md is None and out is not None:
         md = out.with_suffix(".md")  # the Markdown tables go beside a result JSON by default
@@ -233,7 +368,3 @@ def _write_outputs(
         md.parent.mkdir(parents=True, exist_ok=True)
         md.write_text(rd.format_markdown(result))
         click.echo(f"wrote {md}", err=True)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    bench()

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .. import runtime
+from ..progress import Progress as BarProgress
 
 
 def setup_distributed() -> tuple[int, int, torch.device]:
@@ -85,25 +86,29 @@ def load_checkpoint(path: Path) -> dict | None:
 
 
 class Progress:
-    """A one-line progress display on stderr (a plain log line when not a terminal)."""
+    """Training progress: the shared bar on a terminal, else one plain log line per report."""
 
     def __init__(self, total: int, start: int = 0, every: int = 10, enabled: bool = True):
         self.total, self.start, self.every, self.enabled = total, start, every, enabled
         self.t0 = time.time()
-        self.tty = sys.stderr.isatty()
+        self.bar = BarProgress(total, enabled=enabled, show_eta=False)
+        self.tty = self.bar.enabled
+        if self.tty:
+            self.bar.move_to(start)
 
     def update(self, step: int, items: int, **fields: float) -> None:
-        """Show step, fields and throughput."""
+        """Show step, fields and throughput (log lines read ``[step/total] k=v ... N img/s``)."""
         if not self.enabled or (step % self.every and step != self.total):
             return
         dt = max(1e-9, time.time() - self.t0)
         rate = items / dt
         txt = " ".join(f"{k}={v:.4g}" for k, v in fields.items() if not math.isnan(v))
-        line = f"[{step}/{self.total}] {txt} {rate:.2f} img/s"
         if self.tty:
-            sys.stderr.write("\r" + line[:200])
-        else:
-            sys.stderr.write(line + "\n")
+            self.bar.move_to(step, f"{txt} {rate:.2f} img/s"[:160])
+            if step == self.total:
+                self.bar.close()
+            return
+        sys.stderr.write(f"[{step}/{self.total}] {txt} {rate:.2f} img/s\n")
         sys.stderr.flush()
 
 

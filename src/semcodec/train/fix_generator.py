@@ -16,8 +16,8 @@ import click
 import numpy as np
 import torch
 
-from ..bench.metrics import psnr
 from ..imageio import list_images
+from ..metrics import psnr
 from ..models import fixed
 from ..models.generator import pixels
 from ..zoo import load_bundle, save_bundle

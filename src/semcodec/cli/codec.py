@@ -1,0 +1,489 @@
+"""The codec commands: encode, decode, info, models and doctor."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import container
+from ..defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
+from ..entropy.residual import BACKENDS
+from ..fileinfo import bpp, file_info, format_info
+from ..labelmap import label_image
+from ..metadata import KINDS as METADATA_KINDS
+from ..ratecontrol import bytes_for_bpp, search_quality
+from .batch import (
+    Outcome,
+    check_io_args,
+    display,
+    guarded,
+    io_options,
+    output_name,
+    read_input,
+    run_batch,
+    stdin_bytes,
+    tile_progress,
+)
+from .common import (
+    EXIT_FAILURE,
+    STDIO,
+    apply_options,
+    debug_enabled,
+    debug_option,
+    describe_error,
+    effort_option,
+    error,
+    with_name,
+)
+
+DECODE_FORMATS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "png": ("PNG", ".png", {}),
+    "bmp": ("BMP", ".bmp", {}),
+    "tiff": ("TIFF", ".tiff", {"compression": "tiff_deflate"}),
+    "webp": ("WEBP", ".webp", {"lossless": True}),
+    "jpeg": ("JPEG", ".jpg", {"quality": 95}),
+    "ppm": ("PPM", ".ppm", {}),
+}
+_SUFFIX_FORMATS = {
+    ".png": "png",
+    ".bmp": "bmp",
+    ".tif": "tiff",
+    ".tiff": "tiff",
+    ".webp": "webp",
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".ppm": "ppm",
+    ".pgm": "ppm",
+    ".pnm": "ppm",
+}
+_LAYER_SHORT = {
+    "semantic_map": "map",
+    "compact": "compact",
+    "residual": "residual",
+    "alpha": "alpha",
+}
+
+
+@click.command()
+def doctor() -> None:
+    """Print versions, CPU, instruction set, the bf16 decision and threads (for bug reports)."""
+    from .. import runtime
+
+    for key, value in runtime.diagnostics().items():
+        click.echo(f"{key}: {value}")
+
+
+# ----- encode ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _EncodeTask:
+    """One input to encode, with the settings; picklable for worker processes."""
+
+    source: str
+    data: bytes | None
+    model: str
+    quality: int | None
+    residual: str | None
+    target_size: int | None
+    target_bpp: float | None
+    refine_steps: int = 0
+    metadata: frozenset[str] = frozenset(METADATA_KINDS)
+    effort: int = DEFAULT_EFFORT
+
+
+def _encode_work(task: _EncodeTask) -> Outcome:
+    """Load, encode (searching quality for a size target) and describe one image."""
+    from ..codec import get_codec
+    from ..imageio import load_image
+    from ..refine import RefineConfig
+
+    codec = get_codec(task.model)
+    codec.effort = task.effort  # this process's codec, one task at a time
+    codec.progress = tile_progress()
+    image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
+    residual = task.residual or DEFAULT_RESIDUAL
+    stats_by_quality = {}
+    refine = RefineConfig(steps=task.refine_steps) if task.refine_steps else None
+    # networks run once, however many qualities are tried
+    analysis = codec.analyse(image, refine, metadata=task.metadata)
+
+    def encode(quality: int) -> bytes:
+        """One encode, keeping its per-layer stats for the report."""
+        data, stats = codec.finish(analysis, quality, residual)
+        stats_by_quality[quality] = stats
+        return data
+
+    warnings = list(image.warnings)
+    targeted = task.target_size is not None or task.target_bpp is not None
+    if targeted:
+        budget = (
+            task.target_size
+            if task.target_size is not None
+            else bytes_for_bpp(task.target_bpp or 0.0, image.width, image.height)
+        )
+        quality, data, met = search_quality(encode, budget)
+        if not met:
+            warnings.append(
+                f"target of {budget} bytes cannot be met; wrote the smallest file "
+                f"(quality {quality}, {len(data)} bytes)"
+            )
+    else:
+        quality = DEFAULT_QUALITY if task.quality is None else task.quality
+        data = encode(quality)
+    info = {
+        "width": image.width,
+        "height": image.height,
+        "quality": quality,
+        "targeted": targeted,
+        "layers": dict(stats_by_quality[quality].layer_bytes),
+    }
+    return Outcome(True, data, info=info, warnings=warnings)
+
+
+def _encode_worker(task: _EncodeTask) -> Outcome:
+    """Picklable entry point for one encode."""
+    return guarded(_encode_work, task)
+
+
+def _encode_report(name: str, out: str, o: Outcome) -> str:
+    """``in -> out: N bytes, B bpp (map .., compact .., residual ..)``."""
+    w, h = o.info["width"], o.info["height"]
+    parts = ", ".join(
+        f"{_LAYER_SHORT.get(k, k)} {bpp(v, w, h):.3f}" for k, v in o.info["layers"].items()
+    )
+    text = f"{name} -> {out}: {len(o.data)} bytes, {bpp(len(o.data), w, h):.3f} bpp ({parts})"
+    if o.info["targeted"]:
+        text += f", quality {o.info['quality']}"
+    return text
+
+
+def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) -> frozenset[str]:
+    """--metadata all|none|icc,exif,xmp → the kinds to keep (usage error otherwise)."""
+    from ..metadata import parse_selection
+
+    try:
+        return parse_selection(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True, metavar="IN...")
+@click.option(
+    "-q",
+    "--quality",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="0 (base layer only) .. 100  [default: 50]",
+)
+@click.option(
+    "--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle name or weights file."
+)
+@click.option(
+    "--residual",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help=f"Residual backend  [default: {DEFAULT_RESIDUAL}]",
+)
+@click.option(
+    "--target-bpp",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="F",
+    help="Highest quality whose file is at most F bits per pixel.",
+)
+@click.option(
+    "--target-size",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="BYTES",
+    help="Highest quality whose file is at most BYTES.",
+)
+@click.option(
+    "--refine-steps",
+    type=click.IntRange(0, 1000),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Encoder-side refinement of the compact layer (gradient steps, each about 2 s per "
+    "megapixel on one core): better base layer for -q 0, no gain with a residual.",
+)
+@effort_option
+@click.option(
+    "--metadata",
+    "metadata",
+    default="all",
+    show_default=True,
+    metavar="KINDS",
+    callback=_metadata_kinds,
+    help="Metadata of the input to keep: all, none, or a comma list of icc, exif, xmp "
+    "(EXIF orientation is applied to the pixels and stored as 1).",
+)
+@apply_options(io_options)
+@click.pass_context
+def encode(
+    ctx: click.Context,
+    inputs: tuple[str, ...],
+    output: str | None,
+    output_dir: Path | None,
+    quality: int | None,
+    model: str,
+    residual: str | None,
+    target_bpp: float | None,
+    target_size: int | None,
+    refine_steps: int,
+    effort: int,
+    metadata: frozenset[str],
+    jobs: int,
+    force: bool,
+    quiet: bool,
+) -> None:
+    """Encode images to .sem (default output: IN with suffix .sem; '-' is stdin/stdout)."""
+    if target_bpp is not None and target_size is not None:
+        raise click.UsageError("--target-bpp and --target-size cannot be used together")
+    if quality is not None and (target_bpp is not None or target_size is not None):
+        raise click.UsageError("-q cannot be combined with --target-bpp/--target-size")
+    check_io_args(inputs, output, output_dir)
+    outputs = [output_name(i, output, output_dir, ".sem") for i in inputs]
+
+    def make_task(inp: str, stdin_data: bytes | None) -> _EncodeTask:
+        """Bundle one input with the settings for a worker."""
+        return _EncodeTask(
+            inp,
+            stdin_data if inp == STDIO else None,
+            model,
+            quality,
+            residual,
+            target_size,
+            target_bpp,
+            refine_steps,
+            metadata,
+            effort,
+        )
+
+    run_batch(
+        ctx,
+        inputs,
+        outputs,
+        make_task,
+        _encode_worker,
+        _encode_report,
+        force=force,
+        quiet=quiet,
+        jobs=jobs,
+        models=(model,),
+    )
+
+
+# ----- decode ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _DecodeTask:
+    """One .sem file to decode; picklable for worker processes."""
+
+    source: str
+    data: bytes | None
+    model: str | None
+    layer: str
+    fmt: str
+    segmentation: bool
+
+
+def png_bytes(img: Any, fmt: str = "png", meta: Any = None) -> bytes:
+    """Encode a Pillow image in one of DECODE_FORMATS, with the file's metadata if given."""
+    from ..metadata import save_params
+
+    pil_format, _suffix, options = DECODE_FORMATS[fmt]
+    extra = save_params(meta, pil_format) if meta else {}
+    buf = io.BytesIO()
+    img.save(buf, format=pil_format, **{**options, **extra})
+    return buf.getvalue()
+
+
+def _decode_work(task: _DecodeTask) -> Outcome:
+    """Decode one .sem file to image bytes (and optionally its colour segmentation map)."""
+    import numpy as np
+
+    from ..codec import get_codec
+
+    data = read_input(task.source, task.data)
+    model = task.model or container.read_header(data).model_name
+    codec = get_codec(model)
+    codec.progress = tile_progress()
+    result = codec.decode(data, layer=task.layer)
+    image = result.image
+    out = png_bytes(image, task.fmt, result.metadata)
+    extra = None
+    if task.segmentation:
+        scale = result.header.map_scale
+        full = np.repeat(np.repeat(result.semantic_map, scale, axis=0), scale, axis=1)
+        extra = png_bytes(label_image(full[: image.height, : image.width], color=True))
+    info = {"width": image.width, "height": image.height, "mode": image.mode, "layer": task.layer}
+    return Outcome(True, out, extra=extra, info=info)
+
+
+def _decode_worker(task: _DecodeTask) -> Outcome:
+    """Picklable entry point for one decode."""
+    return guarded(_decode_work, task)
+
+
+def _decode_report(name: str, out: str, o: Outcome) -> str:
+    """``in -> out: WxH MODE (full layer)``."""
+    i = o.info
+    return f"{name} -> {out}: {i['width']}x{i['height']} {i['mode']} ({i['layer']} layer)"
+
+
+def _output_format(fmt: str | None, output: str | None) -> str:
+    """--format, else the -o extension, else png."""
+    if fmt is not None:
+        return {"jpg": "jpeg", "tif": "tiff"}.get(fmt, fmt)
+    if output is not None and output != STDIO:
+        suffix = Path(output).suffix.lower()
+        if suffix not in _SUFFIX_FORMATS:
+            raise click.UsageError(
+                f"cannot tell the output format from {suffix or 'no extension'!r}; use --format"
+            )
+        return _SUFFIX_FORMATS[suffix]
+    return "png"
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True, metavar="IN...")
+@click.option(
+    "--layer",
+    type=click.Choice(["full", "base"]),
+    default="full",
+    show_default=True,
+    help="base: the GAN reconstruction only, without the residual.",
+)
+@click.option(
+    "--segmentation",
+    "segmentation",
+    metavar="MAP.png",
+    default=None,
+    help="Also write the decoded semantic map as a colour PNG (one input only).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice([*DECODE_FORMATS, "jpg", "tif"]),
+    default=None,
+    help="Output format  [default: from -o's extension, else png]",
+)
+@click.option("--model", default=None, help="Model bundle  [default: the one named in the file]")
+@apply_options(io_options)
+@click.pass_context
+def decode(
+    ctx: click.Context,
+    inputs: tuple[str, ...],
+    output: str | None,
+    output_dir: Path | None,
+    layer: str,
+    segmentation: str | None,
+    fmt: str | None,
+    model: str | None,
+    jobs: int,
+    force: bool,
+    quiet: bool,
+) -> None:
+    """Decode .sem files to images (default output: IN with suffix .png; '-' is stdin/stdout)."""
+    check_io_args(inputs, output, output_dir)
+    if segmentation is not None and len(inputs) > 1:
+        raise click.UsageError("--segmentation takes one input")
+    if segmentation == STDIO:
+        raise click.UsageError("--segmentation needs a file name")
+    fmt = _output_format(fmt, output)
+    suffix = DECODE_FORMATS[fmt][1]
+    outputs = [output_name(i, output, output_dir, suffix) for i in inputs]
+
+    def make_task(inp: str, stdin_data: bytes | None) -> _DecodeTask:
+        """Bundle one input with the settings for a worker."""
+        return _DecodeTask(
+            inp, stdin_data if inp == STDIO else None, model, layer, fmt, segmentation is not None
+        )
+
+    run_batch(
+        ctx,
+        inputs,
+        outputs,
+        make_task,
+        _decode_worker,
+        _decode_report,
+        force=force,
+        quiet=quiet,
+        jobs=jobs,
+        models=(model,) if model else (),
+        extra_out=segmentation,
+    )
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="JSON on stdout: an object for one file, a list for several.",
+)
+@debug_option
+@click.pass_context
+def info(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
+    """Validate .sem files and show size, dimensions, model, quality and bytes/bpp per layer."""
+    if STDIO in files and len(files) > 1:
+        raise click.UsageError("'-' (stdin) must be the only input")
+    stdin_data = stdin_bytes() if STDIO in files else None
+    results, failed = [], 0
+    for f in files:
+        name = display(f, "<stdin>")
+        try:
+            d = {"file": name, **file_info(read_input(f, stdin_data))}
+        except Exception as exc:  # noqa: BLE001 - reported per file
+            failed += 1
+            if debug_enabled(ctx):
+                traceback.print_exc(file=sys.stderr)
+            error(with_name(name, describe_error(exc)))
+            continue
+        results.append(d)
+        if not as_json:
+            click.echo(format_info(name, d))
+    if as_json and results:
+        click.echo(json.dumps(results[0] if len(files) == 1 else results, indent=2))
+    if failed:
+        if len(files) > 1:
+            error(f"{failed} of {len(files)} files failed")
+        ctx.exit(EXIT_FAILURE)
+
+
+# ----- models ------------------------------------------------------------------------------------
+@click.command("models")
+@click.option("--json", "as_json", is_flag=True, help="JSON list on stdout.")
+@debug_option
+def models_command(as_json: bool) -> None:
+    """List the registered model bundles with their hash and weights size."""
+    from .. import zoo
+
+    rows = []
+    for name, spec in sorted(zoo.REGISTRY.items()):
+        row: dict[str, Any] = {"name": name, "hash": None, "bytes": None, "weights": spec.weights}
+        if spec.weights is None:
+            row["hash"] = zoo.load_bundle(name).hash
+            row["source"] = f"random init (seed {spec.seed})"
+        else:
+            try:
+                data = (zoo.weights_dir() / spec.weights).read_bytes()
+            except (OSError, ModuleNotFoundError, TypeError):
+                row["source"] = "missing"
+            else:
+                row.update(hash=zoo.state_hash(data), bytes=len(data), source=spec.weights)
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        size = "-" if r["bytes"] is None else f"{r['bytes']} bytes"
+        click.echo(f"{r['name']:<16} {r['hash'] or '-':<16}  {size:>16}  {r['source']}")

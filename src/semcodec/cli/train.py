@@ -1,0 +1,23 @@
+"""``semcodec train``: its subcommands live in the training modules, imported only when run."""
+
+from __future__ import annotations
+
+import click
+
+from .groups import LazyGroup
+
+
+@click.group(
+    "train",
+    cls=LazyGroup,
+    lazy={
+        "seg": ("semcodec.train.seg", "seg_command"),
+        "codec": ("semcodec.train.codec", "codec_command"),
+        "export": ("semcodec.train.export", "export_command"),
+        "fit-table": ("semcodec.train.fit_table", "fit_table_command"),
+        "fix-generator": ("semcodec.train.fix_generator", "fix_generator_command"),
+    },
+)
+def train_group() -> None:
+    """Train the segmentation network or the codec, export shipped weights, refit their table,
+    put the generator on its integer grid."""
