@@ -64,6 +64,9 @@ class CodecTrainConfig:
     bf16: bool = True
     seed: int = 0
     hold_out: int = 0  # the last N photos are kept out of training and evaluated at each save
+    # train the generator only: the compact layer (CompNet, context table) stays the bundle's,
+    # so a model fine-tuned this way codes every image's base layer in exactly the same bytes
+    freeze_compnet: bool = False
 
 
 class CodecNets(nn.Module):
@@ -195,6 +198,9 @@ def train_codec(
     n_photos = len(list_images(photos)) if photos is not None else 0
     (images, maps), held = hold_out(images, maps, cfg.hold_out, n_photos)
     nets = CodecNets(cfg.compnet, cfg.generator, cfg.context_neighbours).to(device)
+    if cfg.freeze_compnet:
+        nets.comp.requires_grad_(False)  # no gradients: Adam leaves these parameters alone
+        nets.ctx.requires_grad_(False)
     disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
     perc_net = load_vgg19(str(vgg)) if vgg is not None else SegBackboneFeatures(seg.rgb.backbone)
     perc = PerceptualLoss(perc_net).to(device)
@@ -489,6 +495,11 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
     show_default=True,
     help="keep the last N photos out of training; report their rate and PSNR at each save",
 )
+@click.option(
+    "--freeze-compnet",
+    is_flag=True,
+    help="train the generator only; the compact layer stays the --init-bundle's, byte for byte",
+)
 @click.option("--bf16/--no-bf16", default=True, show_default=True)
 @click.option("--synthetic", is_flag=True, help="tiny synthetic data (smoke tests)")
 @click.option("--tiny", is_flag=True, help="tiny networks (smoke tests)")
@@ -514,6 +525,7 @@ def codec_command(
     context_neighbours,
     net_config,
     hold_out,
+    freeze_compnet,
     bf16,
     synthetic,
     tiny,
@@ -528,6 +540,7 @@ def codec_command(
         compnet=size,
         generator=size,
         hold_out=hold_out,
+        freeze_compnet=freeze_compnet,
         discriminator="tiny" if tiny else "default",
         iters=iters,
         batch=batch,

@@ -9,13 +9,23 @@ import click
 import torch
 
 from ..models.segmentation import build_segnet
-from ..zoo import BundleSpec, save_bundle
+from ..zoo import BundleSpec, load_bundle, save_bundle
 from .codec import CodecNets
 from .common import seg_source
 
 
-def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "default") -> Path:
-    """Write '<dest>/<name>-<sha8>.pt' (fp16 weights + integer compact table); returns its path."""
+def export_bundle(
+    seg_ckpt: Path,
+    codec_ckpt: Path,
+    dest: Path,
+    name: str = "default",
+    compact_from: Path | None = None,
+) -> Path:
+    """Write '<dest>/<name>-<sha8>.pt' (fp16 weights + integer compact table); returns its path.
+
+    compact_from: a bundle whose CompNet and compact table are kept verbatim (a generator
+    fine-tuned with --freeze-compnet), so its base layer costs exactly that bundle's bytes.
+    """
     seg_weights, seg_steps, seg_hours = seg_source(seg_ckpt)
     codec_state = torch.load(codec_ckpt, map_location="cpu", weights_only=True)
     seg = build_segnet("default")
@@ -40,9 +50,15 @@ def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "def
         "codec_steps": int(codec_state["step"]), "codec_hours": float(codec_state.get("hours", 0.0)),
         "codec_recipe": cfg,
     }  # fmt: skip
+    table = nets.ctx.integer_table()
+    if compact_from is not None:
+        src = load_bundle(str(compact_from))
+        nets.comp.load_state_dict(src.comp.state_dict())
+        table = src.compact_table
+        info["compact_from"] = f"{src.name}-{src.hash[:8]}"
     for old in dest.glob(f"{name}-*.pt"):
         old.unlink()
-    return save_bundle(dest, spec, seg, nets.comp, nets.gen, nets.ctx.integer_table(), info)
+    return save_bundle(dest, spec, seg, nets.comp, nets.gen, table, info)
 
 
 @click.command("export")
@@ -67,9 +83,17 @@ def export_bundle(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str = "def
     show_default=True,
 )
 @click.option("--name", default="default", show_default=True)
-def export_command(seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str) -> None:
+@click.option(
+    "--compact-from",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="keep this bundle's CompNet and compact table (runs trained with --freeze-compnet)",
+)
+def export_command(
+    seg_ckpt: Path, codec_ckpt: Path, dest: Path, name: str, compact_from: Path | None
+) -> None:
     """Freeze checkpoints into models/<name>-<sha8>.pt."""
-    path = export_bundle(seg_ckpt, codec_ckpt, dest, name)
+    path = export_bundle(seg_ckpt, codec_ckpt, dest, name, compact_from)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
