@@ -36,15 +36,15 @@ lint: venv
 	$(BIN)/ruff check src tests
 
 bench: bench-deps
-	$(BIN)/semcodec bench --images $(KODAK) --out bench-out/kodak.json --csv bench-out/kodak.csv --plot docs/rd-kodak.png
+	$(BIN)/semcodec bench rd --images $(KODAK) --out bench-out/kodak.json --csv bench-out/kodak.csv --plot docs/rd-kodak.png
 
 bench-bsds: bench-deps
-	$(BIN)/semcodec bench --images $(BSDS) --out bench-out/bsds.json --csv bench-out/bsds.csv --plot docs/rd-bsds.png
+	$(BIN)/semcodec bench rd --images $(BSDS) --out bench-out/bsds.json --csv bench-out/bsds.csv --plot docs/rd-bsds.png
 
 # e.g. make bench-speed SPEED_ARGS="--limit 4 --threads 1"
 SPEED_ARGS ?=
 bench-speed: venv
-	$(BIN)/python -m semcodec.bench.speed --images $(KODAK) --out bench-out/speed.json $(SPEED_ARGS)
+	$(BIN)/semcodec bench speed --images $(KODAK) --out bench-out/speed.json $(SPEED_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info src/*.egg-info demo-out bench-out .pytest_cache
@@ -57,16 +57,16 @@ fuzz: venv
 	nice -n 10 $(BIN)/python fuzz/fuzz_decoders.py --seconds $(FUZZ_SECONDS)
 
 bench-large: venv
-	nice -n 10 $(BIN)/python -m semcodec.bench.large
+	nice -n 10 $(BIN)/semcodec bench large
 
 # ----- benchmark helpers (docs/benchmarks.md) ----------------------------------------------------
 .PHONY: bench-classic bench-report
 
 # Classic codecs only (no model needed): the "Classic codecs on Kodak" table of docs/benchmarks.md.
 bench-classic: bench-deps
-	$(BIN)/semcodec bench --images $(KODAK) --codecs jpeg,webp,jpeg2000,avif,jxl --out bench-out/kodak-classic.json --csv bench-out/kodak-classic.csv --plot bench-out/kodak-classic.png
+	$(BIN)/semcodec bench rd --images $(KODAK) --codecs jpeg,webp,jpeg2000,avif,jxl --out bench-out/kodak-classic.json --csv bench-out/kodak-classic.csv --plot bench-out/kodak-classic.png
 
 # Tables (Markdown) and plot again from an existing result, without re-running: REPORT=bench-out/bsds.json
 REPORT ?= bench-out/kodak.json
 bench-report: venv
-	$(BIN)/semcodec bench --report $(REPORT) --markdown $(basename $(REPORT)).md --plot $(basename $(REPORT)).png
+	$(BIN)/semcodec bench report $(REPORT) --markdown $(basename $(REPORT)).md --plot $(basename $(REPORT)).png
