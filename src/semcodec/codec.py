@@ -417,7 +417,7 @@ class Codec:
         check_map_size(layers[LayerKind.SEMANTIC_MAP], mh, mw, size)
 
     def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
-        """Decode a .sem file; layer='base' skips the residual (the GAN reconstruction only).
+        """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
 
         keep_base also returns the generator output before the residual (one decode, both layers).
         """

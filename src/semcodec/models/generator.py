@@ -1,4 +1,4 @@
-"""A4: upsampling of the compact representation and the GAN generator producing the enhancement."""
+"""A4: the compact representation upsampled, and the generator that adds the enhancement."""
 
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def train_codec(
         step += 1
         seen += cfg.batch * world
         shown = {k: v for k, v in logs.items() if isinstance(v, float)}
-        prog.update(step, seen, loss=float(loss), **shown)
+        prog.update(step, seen, loss=float(loss.detach()), **shown)
         if rank == 0 and step % 10 == 0:
             with open(out / "log.jsonl", "a") as f:
                 f.write(
