@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from PIL import Image
 
 __all__ = ["label_image"]
 
 
-def label_image(labels: Any, color: bool) -> Any:
+def label_image(labels: np.ndarray, color: bool) -> Image.Image:
     """A label map as a PNG-ready image: class indices (mode L) or the palette colours (mode P)."""
     import numpy as np
     from PIL import Image

@@ -1,1 +1,2 @@
-"""Rate–distortion benchmarks: codec adapters, metrics, BD-rate, runner and ``bench`` CLI."""
+"""Benchmarks: codec adapters, BD-rate, the rate–distortion runner and its reports (``rd``), speed
+and large images; run them with ``semcodec bench rd|compare|merge|report|speed|large``."""
