@@ -1,4 +1,4 @@
-"""semcodec: a learned semantic image codec (segmentation map + compact representation + GAN + residual)."""
+"""semcodec: a learned semantic image codec (segmentation map + compact representation + generator + residual)."""
 
 from __future__ import annotations
 

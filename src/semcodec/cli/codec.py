@@ -359,7 +359,7 @@ def _output_format(fmt: str | None, output: str | None) -> str:
     type=click.Choice(["full", "base"]),
     default="full",
     show_default=True,
-    help="base: the GAN reconstruction only, without the residual.",
+    help="base: the generator's reconstruction only (map + compact layers), no residual.",
 )
 @click.option(
     "--segmentation",

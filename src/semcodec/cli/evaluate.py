@@ -29,17 +29,13 @@ def segment(image: str, output: str, color: bool, model: str, force: bool) -> No
     problem = plan_problem(image, output, force, set())
     if problem is not None:
         raise SemcodecError(problem)
-    import numpy as np
-    import torch
-
     from ..imageio import load_image
     from ..train.seg import predict_labels
     from ..zoo import load_bundle
 
     bundle = load_bundle(model)
     img = load_image(stdin_bytes() if image == STDIO else image)
-    x = torch.from_numpy(np.array(img.rgb, copy=True)).permute(2, 0, 1).float().div(255.0)[None]
-    labels = predict_labels(bundle.seg, x)
+    labels = predict_labels(bundle.seg, img.rgb)
     deliver(output, png_bytes(label_image(labels, color)), force)
 
 

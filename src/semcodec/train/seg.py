@@ -171,8 +171,6 @@ def evaluate_seg(net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool
 def predict_labels(net: SegNet, rgb: np.ndarray, bf16: bool = False) -> np.ndarray:
     """Full-resolution labels of an (H,W,3) uint8 image: the encoder's 1/8 class scores
     (segment.class_scores) upsampled bilinearly, as CamVid's full-resolution labels need."""
-    if isinstance(rgb, torch.Tensor):  # (1,3,H,W) in [0, 1]
-        rgb = (rgb[0].permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
     h, w = rgb.shape[:2]
     padded = pad_rgb(rgb)
     scores = class_scores(net, padded, bf16)
