@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-# The optional JPEG XL codec of the benchmarks (imagecodecs); skipped with a note if it cannot install.
+# The benchmarks' optional extras: plots and SSIMULACRA 2 ([bench]), the JPEG XL codec
+# (imagecodecs); each is skipped with a note if it cannot install.
 bench-deps: venv
+	$(BIN)/python -c "import matplotlib, ssimulacra2" 2>/dev/null || $(BIN)/python -m pip install -q -e ".[bench]" || echo "[bench] extra unavailable: no plots, SSIMULACRA 2 left out"
 	$(BIN)/python -c "import imagecodecs" 2>/dev/null || $(BIN)/python -m pip install -q -e ".[jxl]" || echo "imagecodecs unavailable: jxl will be skipped"
 
 demo: venv

@@ -27,7 +27,13 @@ from semcodec.bench.bdrate import (
 from semcodec.bench.codecs import make_adapter
 from semcodec.cli.bench import bench, parse_qualities
 from semcodec.losses import ms_ssim_scales
-from semcodec.metrics import _to_tensor, ms_ssim, msssim_scales, psnr
+from semcodec.metrics import (
+    _to_tensor,
+    ms_ssim,
+    msssim_scales,
+    psnr,
+    ssimulacra2_unavailable_reason,
+)
 from semcodec.progress import Progress
 
 METHODS = ("cubic", "pchip")
@@ -293,12 +299,14 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
 
 
-TOP_KEYS = {"schema", "created", "environment", "config", "codecs", "images", "records",
-            "aggregate", "bd"}  # fmt: skip
+TOP_KEYS = {"schema", "created", "environment", "config", "codecs", "metrics", "images",
+            "records", "aggregate", "bd"}  # fmt: skip
 RECORD_KEYS = {"image", "codec", "setting", "bytes", "bpp", "psnr", "msssim", "msssim_db",
                "msssim_scales", "encode_s", "decode_s", "layer_bytes", "error"}  # fmt: skip
 AGG_KEYS = {"setting", "n", "bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s",
             "layer_bpp"}  # fmt: skip
+#: SSIMULACRA 2 joins records and aggregates by default where the [bench] extra is installed.
+S2 = {"ssimulacra2"} if ssimulacra2_unavailable_reason() is None else set()
 BD_KEYS = {"bd_rate", "reason", "interval", "bd_dist", "bd_dist_reason"}
 
 
@@ -307,7 +315,7 @@ def test_end_to_end_json_schema(tiny_run: dict, tmp_path: Path) -> None:
     assert set(res) == TOP_KEYS and res["schema"] == rd.SCHEMA
     assert len(res["records"]) == 2 * 2 * 2
     for r in res["records"]:
-        assert set(r) == RECORD_KEYS and r["error"] is None
+        assert set(r) == RECORD_KEYS | S2 and r["error"] is None
         assert r["bpp"] == pytest.approx(8 * r["bytes"] / (192 * 192))
         assert r["msssim_scales"] == 5 and 0 < r["msssim"] <= 1
         assert r["encode_s"] >= 0 and r["decode_s"] >= 0
@@ -315,14 +323,14 @@ def test_end_to_end_json_schema(tiny_run: dict, tmp_path: Path) -> None:
     for codec in ("jpeg", "webp"):
         rows = res["aggregate"][codec]
         assert [r["setting"] for r in rows] == [20, 80]
-        assert all(set(r) == AGG_KEYS and r["n"] == 2 for r in rows)
+        assert all(set(r) == AGG_KEYS | S2 and r["n"] == 2 for r in rows)
         assert rows[0]["bpp"] < rows[1]["bpp"] and rows[0]["psnr"] < rows[1]["psnr"]
         recs = [r["bpp"] for r in res["records"] if r["codec"] == codec and r["setting"] == 20]
         assert rows[0]["bpp"] == pytest.approx(np.mean(recs))
     bd = res["bd"]
     assert bd["anchor"] == "jpeg" and set(bd["codecs"]) == {"jpeg", "webp"}
     w = bd["codecs"]["webp"]
-    for metric in ("psnr", "msssim_db"):
+    for metric in ("psnr", "msssim_db", *S2):
         for m in METHODS:
             assert set(w[metric][m]) == BD_KEYS
             assert w[metric][m]["bd_rate"] is None and "need >= 4" in w[metric][m]["reason"]
@@ -332,7 +340,7 @@ def test_end_to_end_json_schema(tiny_run: dict, tmp_path: Path) -> None:
     assert rd.read_json(out) == json.loads(out.read_text())
     doc = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text()
     assert "## JSON schema" in doc and rd.SCHEMA in doc
-    for key in TOP_KEYS | RECORD_KEYS | AGG_KEYS | BD_KEYS:
+    for key in TOP_KEYS | RECORD_KEYS | AGG_KEYS | BD_KEYS | {"ssimulacra2", "butteraugli"}:
         assert f'"{key}"' in doc, key
 
 

@@ -1,10 +1,19 @@
 """Objective quality metrics of 8-bit RGB images: PSNR and MS-SSIM (the benchmarks, the demo and
-the generator fixing all score with these)."""
+the generator fixing all score with these), and the perceptual SSIMULACRA 2 and Butteraugli
+that need no downloaded weights: SSIMULACRA 2 through the optional ``ssimulacra2`` package
+(``pip install 'semcodec[bench]'``), Butteraugli through libjxl's ``butteraugli_main`` tool
+where it is installed."""
 
 from __future__ import annotations
 
+import io
 import math
+import re
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,7 +22,22 @@ from pytorch_msssim import ms_ssim as _lib_ms_ssim
 from .losses import MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS  # Wang et al. 2003, finest first
 from .losses import ms_ssim_scales
 
-__all__ = ["MSSSIM_WEIGHTS", "MsssimResult", "msssim_scales", "psnr", "ms_ssim", "msssim_to_db"]
+__all__ = [
+    "BUTTERAUGLI_TOOL",
+    "MSSSIM_WEIGHTS",
+    "SSIMULACRA2_VERSION",
+    "MetricUnavailable",
+    "MsssimResult",
+    "butteraugli",
+    "butteraugli_unavailable_reason",
+    "msssim_scales",
+    "msssim_to_db",
+    "ms_ssim",
+    "parse_butteraugli",
+    "psnr",
+    "ssimulacra2",
+    "ssimulacra2_unavailable_reason",
+]
 
 WIN_SIZE = 11
 
@@ -101,3 +125,126 @@ def ms_ssim(ref: np.ndarray, test: np.ndarray) -> MsssimResult:
             # the training loss's loop (one implementation), which renormalises the weights
             value = float(ms_ssim_scales(x, y, data_range=255, scales=n).mean())
     return MsssimResult(value, n)
+
+
+# --- SSIMULACRA 2 -----------------------------------------------------------------------------
+
+#: The pinned version of the ``ssimulacra2`` package (a Python port of libjxl's ssimulacra2).
+SSIMULACRA2_VERSION = "0.3.0"
+#: SSIMULACRA 2 needs at least this many pixels on each side (its first scale's 8x8 minimum).
+SSIMULACRA2_MIN_SIDE = 8
+
+
+class MetricUnavailable(RuntimeError):
+    """An optional metric whose package or tool is not installed (the message says how to)."""
+
+
+def _ssimulacra2_function():
+    """The port's entry point, or a one-line install hint when the extra is missing."""
+    try:
+        from ssimulacra2 import compute_ssimulacra2
+    except ImportError as e:
+        raise MetricUnavailable(
+            f"SSIMULACRA 2 needs the optional extra: pip install 'semcodec[bench]' "
+            f"(ssimulacra2=={SSIMULACRA2_VERSION}, scipy) [{type(e).__name__}: {e}]"
+        ) from None
+    return compute_ssimulacra2
+
+
+def ssimulacra2_unavailable_reason() -> str | None:
+    """Why SSIMULACRA 2 cannot be computed here (None when it can): reports say, not guess."""
+    try:
+        _ssimulacra2_function()
+    except MetricUnavailable as e:
+        return str(e)
+    return None
+
+
+def _ppm_stream(rgb: np.ndarray) -> io.BytesIO:
+    """An in-memory binary PPM: the port opens its inputs with Pillow, which takes file objects,
+    so arrays reach it without temporary files or lossy steps."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb, "RGB").save(buf, format="PPM")
+    buf.seek(0)
+    return buf
+
+
+def ssimulacra2(ref: np.ndarray, test: np.ndarray) -> float:
+    """SSIMULACRA 2 of 8-bit sRGB images (100 = identical; higher is better).
+
+    Computed by the ``ssimulacra2`` package (a Python port of libjxl's reference ssimulacra2:
+    XYB colour space, six scales, SSIM and edge-difference maps in 1- and 4-norms). The
+    reference's anchors: 30 low, 50 medium, 70 high, 90 very high quality; strong distortions
+    score below 0. Raises ``MetricUnavailable`` without the extra and ``ValueError`` for
+    images under 8 px on a side (the port would return 100 for them, having no scale).
+    """
+    _check(ref, test)
+    if min(ref.shape[:2]) < SSIMULACRA2_MIN_SIDE:
+        raise ValueError(
+            f"image {ref.shape[1]}x{ref.shape[0]} too small for SSIMULACRA 2 "
+            f"(< {SSIMULACRA2_MIN_SIDE} px)"
+        )
+    compute = _ssimulacra2_function()
+    return float(compute(_ppm_stream(ref), _ppm_stream(test)))
+
+
+# --- Butteraugli ------------------------------------------------------------------------------
+
+#: libjxl's command-line tool (Debian/Ubuntu package ``libjxl-devtools``).
+BUTTERAUGLI_TOOL = "butteraugli_main"
+#: Seconds one butteraugli_main call may take before it counts as failed.
+BUTTERAUGLI_TIMEOUT_S = 600.0
+
+_PNORM_LINE = re.compile(r"^\s*3-norm:\s*([-+0-9.eE]+|nan|inf)\s*$", re.MULTILINE)
+
+
+def butteraugli_unavailable_reason() -> str | None:
+    """Why Butteraugli cannot be computed here (None when butteraugli_main is on PATH)."""
+    if shutil.which(BUTTERAUGLI_TOOL) is None:
+        return (
+            f"{BUTTERAUGLI_TOOL} not found on PATH (libjxl's tool; Debian/Ubuntu package "
+            "libjxl-devtools)"
+        )
+    return None
+
+
+def parse_butteraugli(output: str) -> float:
+    """The 3-norm from butteraugli_main's output (its first line is the max-norm distance, then
+    a line ``3-norm: X``); ValueError when the line is missing, so no number is invented."""
+    m = _PNORM_LINE.search(output)
+    if m is None:
+        raise ValueError(f"no '3-norm:' line in {BUTTERAUGLI_TOOL} output: {output.strip()!r}")
+    return float(m.group(1))
+
+
+def butteraugli(ref: np.ndarray, test: np.ndarray, *, tool: str | None = None) -> float:
+    """Butteraugli distance, 3-norm (lower is better; about 1 is "just noticeable"), from
+    libjxl's butteraugli_main on two lossless PNGs in a temporary folder.
+
+    Raises ``MetricUnavailable`` when the tool is not installed and ``RuntimeError`` when it
+    fails.
+    """
+    from PIL import Image
+
+    _check(ref, test)
+    exe = tool or shutil.which(BUTTERAUGLI_TOOL)
+    if exe is None:
+        raise MetricUnavailable(butteraugli_unavailable_reason() or BUTTERAUGLI_TOOL)
+    with tempfile.TemporaryDirectory(prefix="semcodec-butteraugli-") as tmp:
+        a, b = Path(tmp) / "ref.png", Path(tmp) / "test.png"
+        Image.fromarray(ref, "RGB").save(a, compress_level=1)
+        Image.fromarray(test, "RGB").save(b, compress_level=1)
+        proc = subprocess.run(
+            [exe, str(a), str(b), "--pnorm", "3"],
+            capture_output=True,
+            text=True,
+            timeout=BUTTERAUGLI_TIMEOUT_S,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{BUTTERAUGLI_TOOL} exited with {proc.returncode}: {proc.stderr.strip()[:200]}"
+        )
+    return parse_butteraugli(proc.stdout)

@@ -1,8 +1,9 @@
 """``semcodec bench``: the benchmarks as subcommands.
 
 ``rd`` runs the rate–distortion benchmark; ``compare``, ``merge`` and ``report`` work on its
-result files without running anything; ``speed`` and ``large`` time the codec (per stage, peak
-memory) on a folder of images and on one 6000x4000 photo.
+result files without running anything; ``matched`` compares semcodec with AVIF at matched
+bytes per image; ``speed`` and ``large`` time the codec (per stage, peak memory) on a folder of
+images and on one 6000x4000 photo.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import click
 
 from ..bench.codecs import DEFAULT_CODECS as _DEFAULT_CODECS
 from ..bench.codecs import Setting, codec_names
+from ..bench.quality import DEFAULT_METRICS as _DEFAULT_METRICS
+from ..bench.quality import METRIC_NAMES as _METRIC_NAMES
+from ..bench.quality import parse_metrics
 from .common import apply_options, effort_option
 
 DEFAULT_CODECS = ",".join(_DEFAULT_CODECS)
@@ -48,6 +52,14 @@ def parse_qualities(spec: str | None) -> dict[str, list[Setting]]:
     return out
 
 
+def _metric_list(spec: str) -> list[str]:
+    """--metrics as a list, an unknown name a usage error before any image is encoded."""
+    try:
+        return parse_metrics(spec)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--metrics") from None
+
+
 def _report_options(out: bool) -> list:
     """--csv, --plot, --markdown (and --out where a new result is written) of rd and merge."""
     options = [
@@ -70,8 +82,8 @@ def _report_options(out: bool) -> list:
 
 @click.group("bench")
 def bench() -> None:
-    """Benchmarks: rate–distortion (rd) and its result files (compare, merge, report), speed and
-    large images."""
+    """Benchmarks: rate–distortion (rd) and its result files (compare, merge, report),
+    matched-bytes comparison with AVIF (matched), speed and large images."""
 
 
 @bench.command("rd")
@@ -116,6 +128,16 @@ def bench() -> None:
     show_default=True,
     help="AVIF / JPEG XL library threads (libavif's output changes with its thread count).",
 )
+@click.option(
+    "--metrics",
+    "metrics_spec",
+    default=_DEFAULT_METRICS,
+    show_default=True,
+    help="Comma-separated quality metrics; known: "
+    f"{', '.join(_METRIC_NAMES)}. PSNR and MS-SSIM are always measured. ssimulacra2 needs the "
+    "[bench] extra and butteraugli libjxl's butteraugli_main (opt-in: one process per image); "
+    "one that is not installed is left out of the results with a note.",
+)
 @click.option("--progress/--no-progress", default=True, help="Progress bar (TTY only).")
 def rd_command(
     images_dir: Path,
@@ -133,11 +155,14 @@ def rd_command(
     effort: int,
     threads: int,
     codec_threads: int,
+    metrics_spec: str,
     progress: bool,
 ) -> None:
-    """Rate–distortion benchmark: bpp, PSNR, MS-SSIM, timings and BD-rates vs an anchor."""
+    """Rate–distortion benchmark: bpp, PSNR, MS-SSIM, SSIMULACRA 2 (and Butteraugli when
+    asked for), timings and BD-rates vs an anchor."""
     from ..bench import rd
 
+    metrics = _metric_list(metrics_spec)
     _warn_if_busy(threads)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     unknown = [c for c in names if c not in codec_names()]
@@ -157,6 +182,7 @@ def rd_command(
         threads=threads,
         codec_threads=codec_threads,
         effort=effort,
+        metrics=metrics,
     )
     click.echo(rd.format_table(result))
     _write_outputs(result, out, csv_path, plot, md_path)
@@ -218,6 +244,115 @@ def merge_command(
         raise click.ClickException(str(e)) from None
     click.echo(rd.format_table(result))
     _write_outputs(result, out, csv_path, plot, md_path)
+
+
+@bench.command("matched")
+@click.option(
+    "--images",
+    "images_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Directory of test images.",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    default=("default",),
+    show_default=True,
+    help="semcodec model; repeat to compare several, each against the other codec at its own "
+    "bytes.",
+)
+@click.option(
+    "-q",
+    "--quality",
+    type=click.IntRange(0, 100),
+    default=0,
+    show_default=True,
+    help="semcodec quality (0 = the base layer alone).",
+)
+@click.option(
+    "--against",
+    type=click.Choice(["avif", "webp", "jpeg"]),
+    default="avif",
+    show_default=True,
+    help="Codec searched for the largest quality whose file is not larger than semcodec's.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Use the first N images.")
+@click.option(
+    "--residual", default="avif", show_default=True, help="Residual backend (quality > 0)."
+)
+@effort_option
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--codec-threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="AVIF library threads (its output changes with the thread count).",
+)
+@click.option(
+    "--metrics",
+    "metrics_spec",
+    default=_DEFAULT_METRICS,
+    show_default=True,
+    help="As for bench rd: PSNR and MS-SSIM always, ssimulacra2 and butteraugli where installed.",
+)
+@click.option("--out", type=click.Path(path_type=Path), help="Result JSON.")
+@click.option(
+    "--markdown",
+    "md_path",
+    type=click.Path(path_type=Path),
+    help="Markdown table [default: OUT with suffix .md when --out is given].",
+)
+def matched_command(
+    images_dir: Path,
+    models: tuple[str, ...],
+    quality: int,
+    against: str,
+    limit: int | None,
+    residual: str,
+    effort: int,
+    threads: int,
+    codec_threads: int,
+    metrics_spec: str,
+    out: Path | None,
+    md_path: Path | None,
+) -> None:
+    """Matched bytes: per image, semcodec at one quality against AVIF (or --against) at the
+    largest quality whose file is not larger; bytes, bpp, PSNR, MS-SSIM, SSIMULACRA 2 of both."""
+    from ..bench import matched, rd
+
+    metrics = _metric_list(metrics_spec)
+    _warn_if_busy(threads)
+    images = rd.list_images(images_dir, limit)
+    if not images:
+        raise click.UsageError(f"no images found in {images_dir}")
+    try:
+        result = matched.run_matched(
+            images,
+            list(models),
+            setting=quality,
+            against=against,
+            residual=residual,
+            effort=effort,
+            threads=threads,
+            codec_threads=codec_threads,
+            metrics=metrics,
+        )
+    except RuntimeError as e:
+        raise click.ClickException(str(e)) from None
+    md = matched.format_markdown(result)
+    click.echo(md, nl=False)
+    if md_path is None and out is not None:
+        md_path = out.with_suffix(".md")
+    if out:
+        rd.write_json(result, out)
+        click.echo(f"wrote {out}", err=True)
+    if md_path:
+        md_path.parent.mkdir(parents=True, exist_ok=True)
+        md_path.write_text(md)
+        click.echo(f"wrote {md_path}", err=True)
 
 
 def _net_size(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, int]:

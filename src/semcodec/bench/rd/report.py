@@ -11,21 +11,59 @@ from PIL import Image
 
 from semcodec.bench.bdrate import METHODS
 from semcodec.bench.codecs import CodecAdapter, Setting, make_adapter
-from semcodec.bench.rd.results import LAYERS, METRICS, fmt, num, read_json, setting_key
+from semcodec.bench.rd.results import (
+    LAYERS,
+    METRICS,
+    OPTIONAL_FIELDS,
+    fmt,
+    num,
+    read_json,
+    setting_key,
+)
 from semcodec.bench.rd.run import load_rgb
 
+#: Column titles of the optional metrics in the tables and the plot.
+_TITLES = {"psnr": "PSNR", "msssim_db": "MS-SSIM dB", "ssimulacra2": "SSIMULACRA2",
+           "butteraugli": "Butteraugli"}  # fmt: skip
+_AXES = {"psnr": "PSNR (dB, RGB)", "msssim_db": "MS-SSIM (dB)",
+         "ssimulacra2": "SSIMULACRA 2 (100 = identical)"}  # fmt: skip
 
-def _bd_rates(entry: Mapping[str, Any]) -> list[str]:
-    """BD-rates of one codec in table order: PSNR cubic, PSNR pchip, MS-SSIM dB cubic, pchip."""
-    return [fmt(entry[mt][md]["bd_rate"], "+.1f") for mt in METRICS for md in METHODS]
+
+def _extra_fields(result: Mapping[str, Any]) -> list[str]:
+    """Optional metrics present in the aggregate (old results and skipped metrics have none)."""
+    rows = [r for rs in result["aggregate"].values() for r in rs]
+    return [f for f in OPTIONAL_FIELDS if any(r.get(f) is not None for r in rows)]
+
+
+def _bd_columns(result: Mapping[str, Any]) -> list[str]:
+    """BD metrics some codec has against the anchor: PSNR, MS-SSIM dB, then SSIMULACRA 2."""
+    entries = result["bd"]["codecs"].values()
+    return [mt for mt in METRICS if any(mt in e for e in entries)] or ["psnr", "msssim_db"]
+
+
+def _bd_rates(entry: Mapping[str, Any], metrics: Sequence[str]) -> list[str]:
+    """BD-rates of one codec in table order: each metric's cubic, then pchip ("—" if absent)."""
+    return [
+        fmt(entry[mt][md]["bd_rate"], "+.1f") if mt in entry else "—"
+        for mt in metrics
+        for md in METHODS
+    ]
+
+
+def _extra_cells(row: Mapping[str, Any], fields: Sequence[str]) -> list[str]:
+    """An aggregate row's optional-metric means for a table."""
+    spec = {"ssimulacra2": ".2f", "butteraugli": ".3f"}
+    return [fmt(row.get(f), spec[f]) for f in fields]
 
 
 def format_table(result: Mapping[str, Any]) -> str:
     """Human-readable summary: per-setting means, then BD-rates against the anchor."""
     lines: list[str] = []
+    extras = _extra_fields(result)
     header = (
         f"{'codec':<14}{'setting':>8}{'n':>4}{'bpp':>8}{'PSNR':>8}{'MS-SSIM':>9}"
-        f"{'MS-SSIM dB':>11}{'enc ms':>9}{'dec ms':>9}"
+        f"{'MS-SSIM dB':>11}" + "".join(f"{_TITLES[f]:>13}" for f in extras) + f"{'enc ms':>9}"
+        f"{'dec ms':>9}"
     )
     lines += [header, "-" * len(header)]
     for codec, rows in result["aggregate"].items():
@@ -34,9 +72,13 @@ def format_table(result: Mapping[str, Any]) -> str:
                 f"{codec:<14}{str(r['setting']):>8}{r['n']:>4}{fmt(r['bpp'], '.4f'):>8}"
                 f"{fmt(r['psnr'], '.2f'):>8}{fmt(r['msssim'], '.4f'):>9}"
                 f"{fmt(r['msssim_db'], '.2f'):>11}"
-                f"{fmt(None if r['encode_s'] is None else r['encode_s'] * 1e3, '.1f'):>9}"
+                + "".join(f"{c:>13}" for c in _extra_cells(r, extras))
+                + f"{fmt(None if r['encode_s'] is None else r['encode_s'] * 1e3, '.1f'):>9}"
                 f"{fmt(None if r['decode_s'] is None else r['decode_s'] * 1e3, '.1f'):>9}"
             )
+    for name, info in result.get("metrics", {}).items():
+        if info.get("status") == "skipped":
+            lines.append(f"metric {name} left out: {info.get('reason')}")
     for name, info in result.get("codecs", {}).items():
         if info.get("status") == "skipped":
             lines.append(f"{name:<14} skipped: {info.get('reason')}")
@@ -55,7 +97,9 @@ def format_table(result: Mapping[str, Any]) -> str:
     lines.append(f"BD-rate vs {bd['anchor']} (%, negative = fewer bits; cubic / pchip)")
     if bd.get("reason"):
         lines.append(f"  {bd['reason']}")
+    cols = _bd_columns(result)
     h2 = f"{'codec':<14}{'bpp range':>16}{'PSNR cubic':>12}{'pchip':>9}{'MS-SSIM-dB cubic':>18}{'pchip':>9}"
+    h2 += f"{'SSIMULACRA2 cubic':>19}{'pchip':>9}" if "ssimulacra2" in cols else ""
     lines += [h2, "-" * len(h2)]
     for codec, e in bd["codecs"].items():
         rng = e.get("bpp_range")
@@ -66,9 +110,10 @@ def format_table(result: Mapping[str, Any]) -> str:
         if "psnr" not in e:
             lines.append(f"{codec:<14}{rng_s:>16}")
             continue
-        pc, pp, mc, mp = _bd_rates(e)
-        lines.append(f"{codec:<14}{rng_s:>16}{pc:>12}{pp:>9}{mc:>18}{mp:>9}")
-        for metric in METRICS:
+        pc, pp, mc, mp, *s2 = _bd_rates(e, cols)
+        s2_cells = f"{s2[0]:>19}{s2[1]:>9}" if s2 else ""
+        lines.append(f"{codec:<14}{rng_s:>16}{pc:>12}{pp:>9}{mc:>18}{mp:>9}{s2_cells}")
+        for metric in (mt for mt in cols if mt in e):
             for method in METHODS:
                 why = e[metric][method]["reason"]
                 if why:
@@ -87,6 +132,8 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
     n = len(result.get("images", []))
     env = result.get("environment", {})
     cfg = result.get("config", {})
+    cols = _bd_columns(result)
+    extras = _extra_fields(result)
     lines = [
         f"Mean over {n} image{'s' if n != 1 else ''}; run {result.get('created', '?')}, "
         f"torch threads {cfg.get('threads', '?')}, AVIF/JXL threads "
@@ -97,8 +144,9 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
         " and BD-PSNR (dB at equal rate, cubic):",
         "",
         "| codec | bpp range | PSNR cubic | PSNR pchip | MS-SSIM dB cubic | MS-SSIM dB pchip "
-        "| BD-PSNR (dB) |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        + ("| SSIMULACRA2 cubic | SSIMULACRA2 pchip " if "ssimulacra2" in cols else "")
+        + "| BD-PSNR (dB) |",
+        "|---|---|" + "---:|" * (2 * len(cols) + 1),
     ]
     if bd.get("reason"):
         lines.insert(2, f"({bd['reason']})")
@@ -108,32 +156,37 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
         rng_s = f"{rng[0]:.3f}–{rng[1]:.3f}" if rng else "—"
         if codec == bd["anchor"] or "psnr" not in e:
             tag = "anchor" if codec == bd["anchor"] else "—"
-            lines.append(f"| {codec} | {rng_s} | {tag} | | | | |")
+            lines.append(f"| {codec} | {rng_s} | {tag} |" + " |" * (2 * len(cols)))
             continue
-        rates = " | ".join(_bd_rates(e))
+        rates = " | ".join(_bd_rates(e, cols))
         bd_psnr = fmt(e["psnr"]["cubic"]["bd_dist"], "+.2f")
         lines.append(f"| {codec} | {rng_s} | {rates} | {bd_psnr} |")
-        whys = {e[mt][md]["reason"] for mt in METRICS for md in METHODS} - {None}
+        whys = {e[mt][md]["reason"] for mt in cols if mt in e for md in METHODS} - {None}
         notes += [f"{codec}: {w}" for w in sorted(whys)]
     for name, info in result.get("codecs", {}).items():
         if info.get("status") == "skipped":
             notes.append(f"{name} skipped: {info.get('reason')}")
+    for name, info in result.get("metrics", {}).items():
+        if info.get("status") == "skipped":
+            notes.append(f"metric {name} left out: {info.get('reason')}")
     if notes:
         lines += ["", *[f"- {t}" for t in notes]]
     if per_setting:
         lines += [
             "",
-            "| codec | setting | bpp | PSNR (dB) | MS-SSIM | MS-SSIM (dB) | encode (ms) "
-            "| decode (ms) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            "| codec | setting | bpp | PSNR (dB) | MS-SSIM | MS-SSIM (dB) "
+            + "".join(f"| {_TITLES[f]} " for f in extras)
+            + "| encode (ms) | decode (ms) |",
+            "|---|" + "---:|" * (7 + len(extras)),
         ]
         for codec, rows in result["aggregate"].items():
             for r in rows:
                 lines.append(
                     f"| {codec} | {r['setting']} | {fmt(r['bpp'], '.3f')} "
                     f"| {fmt(r['psnr'], '.2f')} | {fmt(r['msssim'], '.4f')} "
-                    f"| {fmt(r['msssim_db'], '.2f')} | {_md_ms(r['encode_s'])} "
-                    f"| {_md_ms(r['decode_s'])} |"
+                    f"| {fmt(r['msssim_db'], '.2f')} "
+                    + "".join(f"| {c} " for c in _extra_cells(r, extras))
+                    + f"| {_md_ms(r['encode_s'])} | {_md_ms(r['decode_s'])} |"
                 )
     layered = [
         (codec, r)
@@ -157,22 +210,26 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
 
 
 def plot_rd(result: Mapping[str, Any], path: Path | str, title: str | None = None) -> None:
-    """Two panels, bpp vs PSNR and bpp vs MS-SSIM dB, one line per codec (Agg, no pyplot)."""
+    """bpp vs PSNR, vs MS-SSIM dB and (when measured) vs SSIMULACRA 2, one line per codec
+    (Agg, no pyplot)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(12, 5), layout="constrained")
+    metrics = ["psnr", "msssim_db"] + (
+        ["ssimulacra2"] if "ssimulacra2" in _extra_fields(result) else []
+    )
+    fig = Figure(figsize=(6 * len(metrics), 5), layout="constrained")
     FigureCanvasAgg(fig)  # Agg explicitly, without touching pyplot's global backend
-    axes = fig.subplots(1, 2)
+    axes = fig.subplots(1, len(metrics))
     for codec, rows in result["aggregate"].items():
         rows = sorted((r for r in rows if r.get("bpp") is not None), key=lambda r: r["bpp"])
         x = [r["bpp"] for r in rows]
-        for ax, metric in zip(axes, METRICS, strict=True):
+        for ax, metric in zip(axes, metrics, strict=True):
             y = [num(r.get(metric)) for r in rows]
             style = "--" if codec == result["bd"]["anchor"] else "-"
             ax.plot(x, y, style, marker="o", markersize=3, label=codec)
     n = len(result.get("images", []))
-    for ax, ylabel in zip(axes, ("PSNR (dB, RGB)", "MS-SSIM (dB)"), strict=True):
+    for ax, ylabel in zip(axes, (_AXES[m] for m in metrics), strict=True):
         ax.set_xlabel("bits per pixel")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)

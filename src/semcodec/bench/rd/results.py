@@ -18,8 +18,13 @@ from semcodec.bench.bdrate import METHODS, bd_dist_result, bd_rate_result
 from semcodec.bench.codecs import Setting
 
 SCHEMA = "semcodec-bench/1"
-#: Quality measures BD-rates are computed on (both "larger is better").
-METRICS: tuple[str, ...] = ("psnr", "msssim_db")
+#: Quality measures BD-rates are computed on (all "larger is better"); ``ssimulacra2`` only
+#: where both curves have it.  Butteraugli (lower is better, a max-like distance) has no BD.
+METRICS: tuple[str, ...] = ("psnr", "msssim_db", "ssimulacra2")
+#: The metrics every result has; the others are optional (``semcodec.bench.quality``).
+CORE_METRICS: tuple[str, ...] = ("psnr", "msssim_db")
+#: Optional per-record metrics, averaged like the core ones where present.
+OPTIONAL_FIELDS: tuple[str, ...] = ("ssimulacra2", "butteraugli")
 #: Layers of a semcodec file as the report names them (``container`` = header, table, CRCs).
 LAYERS: tuple[str, ...] = ("map", "compact", "residual", "container")
 CSV_FIELDS = (
@@ -34,6 +39,8 @@ CSV_FIELDS = (
     "msssim",
     "msssim_db",
     "msssim_scales",
+    "ssimulacra2",
+    "butteraugli",
     "encode_s",
     "decode_s",
     "map_bytes",
@@ -107,6 +114,9 @@ def aggregate(
             row: dict[str, Any] = {"setting": rs[0]["setting"], "n": len(rs)}
             for f in ("bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s"):
                 row[f] = finite(np.mean([_stored(r, f) for r in rs]))
+            for f in OPTIONAL_FIELDS:
+                if any(f in r for r in rs):  # a mean over only some images would mislead: nan
+                    row[f] = finite(np.mean([_stored(r, f) for r in rs]))
             row["layer_bpp"] = _layer_bpp(rs, sizes)
             rows.append(row)
         out[codec] = rows
@@ -139,6 +149,16 @@ def setting_key(setting: Any) -> Any:
     if isinstance(setting, (int, float)) and not isinstance(setting, bool):
         return float(setting)
     return setting
+
+
+def has_metric(rows: Sequence[Mapping[str, Any]], metric: str) -> bool:
+    """Whether a curve carries a metric (an optional one may not have been measured)."""
+    return metric in CORE_METRICS or any(r.get(metric) is not None for r in rows)
+
+
+def bd_metrics(*curves: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The BD metrics every given curve has: the core two, plus SSIMULACRA 2 where measured."""
+    return [m for m in METRICS if all(has_metric(rows, m) for rows in curves)]
 
 
 def _curve(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +201,7 @@ def bd_against(
         bpps = [r["bpp"] for r in rows if r.get("bpp") is not None]
         entry: dict[str, Any] = {"bpp_range": [min(bpps), max(bpps)] if bpps else None}
         if codec != anchor and anchor in agg:
-            for metric in METRICS:
+            for metric in bd_metrics(agg[anchor], rows):
                 entry[metric] = {
                     m: _bd_entry(agg[anchor], rows, metric, m, min_points) for m in METHODS
                 }
@@ -264,6 +284,11 @@ def merge(
     config["anchor"] = anchor or config.get("anchor", "jpeg")
     config["codecs"] = list(codecs)
     config["qualities"] = qualities
+    config["metrics"] = [
+        m
+        for m in config.get("metrics", ["psnr", "ms-ssim"])
+        if all(m in r["config"].get("metrics", ["psnr", "ms-ssim"]) for r in results)
+    ]
     config["merged_from"] = [{"created": r.get("created"), "config": r["config"]} for r in results]
     sizes = {n: (i["width"], i["height"]) for n, i in images.items()}
     agg = aggregate(records, qualities, sizes)
@@ -274,10 +299,22 @@ def merge(
         "codecs": codecs,
         "images": list(images.values()),
         "records": records,
+        "metrics": _merge_metric_info(results),
         "aggregate": agg,
         "bd": bd_against(agg, config["anchor"], min_points=results[0]["bd"].get("min_points", 4)),
     }
     return jsonable(merged)
+
+
+def _merge_metric_info(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Optional-metric status of merged runs: a run that measured a metric wins over one that
+    skipped it (its records carry the values)."""
+    out: dict[str, Any] = {}
+    for res in results:
+        for name, info in res.get("metrics", {}).items():
+            if info.get("status") == "ok" or name not in out:
+                out[name] = info
+    return out
 
 
 def compare(
@@ -301,21 +338,27 @@ def compare(
             metric: {
                 m: _bd_entry(old["aggregate"][codec], rows, metric, m, min_points) for m in METHODS
             }
-            for metric in METRICS
+            for metric in bd_metrics(old["aggregate"][codec], rows)
         }
     s = stream if stream is not None else sys.stdout
+    s2 = any("ssimulacra2" in e for e in out.values())
     hdr = f"{'codec':<14}{'PSNR cubic':>12}{'pchip':>9}{'MS-SSIM-dB cubic':>18}{'pchip':>9}"
+    hdr += f"{'SSIMULACRA2 cubic':>19}{'pchip':>9}" if s2 else ""
     print("BD-rate of new run vs old run (%, negative = new needs fewer bits)", file=s)
     print(hdr, file=s)
     print("-" * len(hdr), file=s)
     for codec, e in out.items():
         p, m = e["psnr"], e["msssim_db"]
-        print(
+        line = (
             f"{codec:<14}{fmt(p['cubic']['bd_rate'], '+.2f'):>12}"
             f"{fmt(p['pchip']['bd_rate'], '+.2f'):>9}{fmt(m['cubic']['bd_rate'], '+.2f'):>18}"
-            f"{fmt(m['pchip']['bd_rate'], '+.2f'):>9}",
-            file=s,
+            f"{fmt(m['pchip']['bd_rate'], '+.2f'):>9}"
         )
+        if s2:
+            q = e.get("ssimulacra2")
+            cells = [q[md]["bd_rate"] if q else None for md in METHODS]
+            line += f"{fmt(cells[0], '+.2f'):>19}{fmt(cells[1], '+.2f'):>9}"
+        print(line, file=s)
     only = sorted(set(old["aggregate"]) ^ set(new["aggregate"]))
     if only:
         print(f"not in both runs: {', '.join(only)}", file=s)

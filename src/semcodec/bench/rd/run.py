@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from semcodec.bench import quality
 from semcodec.bench.codecs import CodecAdapter, Setting, make_adapter, settings_or_default
 from semcodec.bench.common import library_versions
 from semcodec.bench.rd.results import (
@@ -38,16 +39,31 @@ def load_rgb(path: Path | str) -> np.ndarray:
         return np.asarray(im.convert("RGB"), dtype=np.uint8).copy()
 
 
-def _environment() -> dict[str, Any]:
+def environment() -> dict[str, Any]:
     """Library versions: codec results change with them, so a report must name them."""
     v = library_versions(jxl=True)
     libraries = ("libjpeg", "libwebp", "openjpeg", "libavif", "libjpeg_turbo", "avif_codecs")
     top = ("python", "platform", "numpy", "pillow", "torch", "pytorch_msssim", "imagecodecs")
     libraries = (*libraries, "libjxl")
-    return {**{k: v[k] for k in top}, "libraries": {k: v[k] for k in libraries}}
+    metric_packages = {k: _dist_version(k) for k in ("scipy", "ssimulacra2")}
+    return {
+        **{k: v[k] for k in top},
+        **metric_packages,
+        "libraries": {k: v[k] for k in libraries},
+    }
 
 
-def _unique_names(paths: Sequence[Path]) -> list[str]:
+def _dist_version(name: str) -> str | None:
+    """A metric package's version (None when not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def unique_names(paths: Sequence[Path]) -> list[str]:
     """Image names for the report: the file stem, disambiguated if stems repeat."""
     names: list[str] = []
     seen: dict[str, int] = {}
@@ -74,8 +90,13 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def _measure(adapter: CodecAdapter, rgb: np.ndarray, setting: Setting) -> dict[str, Any]:
-    """Encode, decode and score one image at one setting; errors become a record field."""
+def measure_record(
+    adapter: CodecAdapter, rgb: np.ndarray, setting: Setting, extras: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Encode, decode and score one image at one setting; errors become a record field.
+
+    ``extras`` are the optional metrics (``quality.EXTRA_FIELDS``) to add to the record.
+    """
     h, w = rgb.shape[:2]
     rec: dict[str, Any] = {
         "bytes": None,
@@ -87,6 +108,7 @@ def _measure(adapter: CodecAdapter, rgb: np.ndarray, setting: Setting) -> dict[s
         "encode_s": None,
         "decode_s": None,
         "layer_bytes": None,
+        **{name: None for name in extras},
         "error": None,
     }
     try:
@@ -102,6 +124,7 @@ def _measure(adapter: CodecAdapter, rgb: np.ndarray, setting: Setting) -> dict[s
         with _torch_threads(METRIC_THREADS):
             m = ms_ssim(rgb, out)
         rec.update(psnr=psnr(rgb, out), msssim=m.value, msssim_db=m.db, msssim_scales=m.scales)
+        rec.update(quality.score(rgb, out, extras))
     except Exception as e:  # noqa: BLE001 - one failing file must not lose a long run
         rec["error"] = f"{type(e).__name__}: {e}"
     return rec
@@ -134,8 +157,13 @@ def run_benchmark(
     codec_threads: int = 1,
     min_points: int = 4,
     effort: int = DEFAULT_EFFORT,
+    metrics: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Measure every image × codec × setting and derive aggregates and BD-rates.
+
+    ``metrics`` (names of ``quality.METRIC_NAMES``; default ``quality.DEFAULT_METRICS``): PSNR
+    and MS-SSIM are always measured; an optional metric that is not installed is left out of
+    the records, with the reason in ``result["metrics"][name]["reason"]``.
 
     ``qualities`` maps codec name to its settings; codecs not in it use their defaults.
     Unavailable codecs (e.g. ``jxl`` without imagecodecs, ``semcodec`` before its pipeline
@@ -150,6 +178,10 @@ def run_benchmark(
 
     paths = [Path(p) for p in images]
     qualities = dict(qualities or {})
+    plan = quality.plan_metrics(quality.parse_metrics(",".join(metrics) if metrics else None))
+    for name, info in plan.info.items():
+        if info["reason"]:
+            print(f"note: metric {name} left out: {info['reason']}", file=sys.stderr)
     codec_info: dict[str, dict[str, Any]] = {}
     adapters: dict[str, tuple[CodecAdapter, list[Setting]]] = {}
     for name in codecs:
@@ -173,7 +205,7 @@ def run_benchmark(
     old_threads = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
     _warm_up(adapters)
-    names = _unique_names(paths)
+    names = unique_names(paths)
     total = len(paths) * sum(len(s) for _, s in adapters.values())
     bar = Progress(total, enabled=progress)
     image_info: list[dict[str, Any]] = []
@@ -194,7 +226,7 @@ def run_benchmark(
             for cname, (adapter, settings) in adapters.items():
                 for s in settings:
                     rec = {"image": name, "codec": cname, "setting": s}
-                    rec.update(_measure(adapter, rgb, s))
+                    rec.update(measure_record(adapter, rgb, s, plan.extras))
                     if rec["error"]:
                         bar.message(f"warning: {name} {cname} {s}: {rec['error']}")
                     records.append(rec)
@@ -208,7 +240,7 @@ def run_benchmark(
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "created": utc_now(),
-        "environment": _environment(),
+        "environment": environment(),
         "config": {
             "anchor": anchor,
             "codecs": list(codecs),
@@ -218,8 +250,10 @@ def run_benchmark(
             "effort": effort,
             "threads": threads,
             "codec_threads": codec_threads,
+            "metrics": plan.measured,
         },
         "codecs": codec_info,
+        "metrics": plan.info,
         "images": image_info,
         "records": records,
         "aggregate": agg,
