@@ -190,3 +190,41 @@ def test_bench_rd_reports_ssimulacra2_and_its_bd_rate(tmp_path: Path) -> None:
     rd.plot_rd(res, tmp_path / "rd.png")
     with Image.open(tmp_path / "rd.png") as im:
         assert im.width > 1000  # three panels
+
+
+def test_bench_rd_metrics_option(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from semcodec.cli.bench import bench
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    Image.fromarray(natural_scene(48, 64)).save(imgs / "a.png")
+    out = tmp_path / "r.json"
+    args = ["rd", "--images", str(imgs), "--codecs", "jpeg", "--qualities", "jpeg:50",
+            "--no-progress", "--threads", "1"]  # fmt: skip
+    res = CliRunner().invoke(bench, [*args, "--metrics", "psnr", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = rd.read_json(out)
+    assert data["config"]["metrics"] == ["psnr", "ms-ssim"] and data["metrics"] == {}
+    assert "ssimulacra2" not in data["records"][0]
+    bad = CliRunner().invoke(bench, [*args, "--metrics", "psnr,lpips"])
+    assert bad.exit_code != 0 and "lpips" in bad.output
+
+
+def test_results_without_the_optional_metrics_still_report(tmp_path: Path) -> None:
+    """Result files written before the perceptual metrics existed: same tables as before."""
+    res = rd.run_benchmark(
+        _curve_images(tmp_path), ["jpeg", "webp"], {"jpeg": [20, 50, 80, 90]} | {"webp": [20, 50, 80, 90]},
+        progress=False, metrics=["psnr"],
+    )  # fmt: skip
+    del res["metrics"], res["config"]["metrics"]
+    table, md = rd.format_table(res), rd.format_markdown(res)
+    assert "SSIMULACRA2" not in table and "SSIMULACRA2" not in md
+    assert (
+        "| codec | bpp range | PSNR cubic | PSNR pchip | MS-SSIM dB cubic | MS-SSIM dB pchip " in md
+    )
+    merged = rd.merge([res, res | {"records": []}])
+    assert merged["config"]["metrics"] == ["psnr", "ms-ssim"] and merged["metrics"] == {}
+    assert set(rd.compare(res, res, stream=io.StringIO())["webp"]) == {"psnr", "msssim_db"}
+    rd.plot_rd(res, tmp_path / "rd.png")

@@ -1,2 +1,4 @@
-"""Benchmarks: codec adapters, BD-rate, the rate–distortion runner and its reports (``rd``), speed
-and large images; run them with ``semcodec bench rd|compare|merge|report|speed|large``."""
+"""Benchmarks: codec adapters, BD-rate, the quality metrics measured (``quality``), the
+rate–distortion runner and its reports (``rd``), the matched-bytes comparison (``matched``),
+speed and large images; run them with
+``semcodec bench rd|compare|merge|report|matched|speed|large``."""
