@@ -220,3 +220,24 @@ def test_fix_generator_command_writes_a_calibrated_bundle(tmp_path):
     assert rec["calibration_images"] == 2 and rec["held_out_images"] == 1
     assert rec["psnr_float_vs_integer"] > 40
     assert new.info["integer_generator"]["act_max"] == 511
+
+
+def test_integer_generator_reads_extra_compact_channels():
+    """A generator with 5 channels beside the thumbnail: conv 0 reads all 8, the pixels add the
+    enhancement to the first three only, and the integer grid stays close to the float net."""
+    gen = _generator("c8")
+    cal = fixed.synthetic_calibration(8, 16, 11, seed=3, n=3, side=24)
+    fg = fixed.from_float(gen, 16, cal)
+    assert fg.channels == 8
+    g = torch.Generator().manual_seed(9)
+    sym = torch.randint(0, 16, (1, 8, 12, 16), generator=g)
+    lab = torch.randint(0, 11, (1, 12, 16), generator=g)
+    with torch.no_grad():
+        v, _ = gen(dequantize(sym, 16), lab, (96, 128))
+    ref = ((v.clamp(-1, 1) + 1) * 127.5).round()
+    got = fg.forward(sym, lab).double()
+    assert got.shape == (1, 3, 96, 128)
+    assert 10 * np.log10(255**2 / float(((got - ref) ** 2).mean())) > 45
+    other = sym.clone()
+    other[:, 3:] = (other[:, 3:] + 5) % 16  # only the extra channels change
+    assert not torch.equal(fg.forward(other, lab), fg.forward(sym, lab))
