@@ -73,9 +73,14 @@ def test_matched_cli_base_layer_two_models(images: Path, tmp_path: Path) -> None
     res = CliRunner().invoke(
         bench,
         ["matched", "--images", str(images), "--model", "tiny", "--model", "tiny",
-         "--quality", "0", "--threads", "1", "--out", str(out)],
+         "--quality", "0", "--threads", "1", "--out", str(out),
+         "--crops", str(tmp_path / "crops"), "--crop-images", "m1"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
+    sheets = sorted((tmp_path / "crops").iterdir())
+    assert [p.name for p in sheets] == ["m1_q0.png"]
+    with Image.open(sheets[0]) as sheet:  # original, two models, AVIF: four panels of 128 px
+        assert sheet.size == (4 * 128, 128 + 18)
     data = json.loads(out.read_text())
     assert data["schema"] == matched.SCHEMA and data["config"]["against"] == "avif"
     assert [r["model"] for r in data["runs"]] == ["tiny", "tiny"]

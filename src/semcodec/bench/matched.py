@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from semcodec.bench import quality
 from semcodec.bench.codecs import CodecAdapter, make_adapter
@@ -284,3 +285,49 @@ def format_markdown(result: Mapping[str, Any]) -> str:
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
     return "\n".join(lines) + "\n"
+
+
+def crops(
+    result: Mapping[str, Any],
+    out_dir: Path | str,
+    names: Sequence[str] | None = None,
+    size: int = 256,
+) -> list[Path]:
+    """One sheet per image: original, each model's decode, and the other codec at the first
+    model's matched quality (same crop, centred); files are re-encoded, results hold no pixels."""
+    from .rd.report import label_panel
+
+    cfg = result["config"]
+    other = make_adapter(cfg["against"], threads=cfg["codec_threads"])
+    ours = [
+        (run["model"], _semcodec_adapter(run["model"], cfg["quality"], cfg["residual"],
+                                         cfg["effort"]), {r["image"]: r for r in run["records"]})
+        for run in result["runs"]
+    ]  # fmt: skip
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for info in result["images"]:
+        if names and info["name"] not in names:
+            continue
+        rgb = load_rgb(info["path"])
+        h, w = rgb.shape[:2]
+        cs = min(size, h, w)
+        box = (slice((h - cs) // 2, (h - cs) // 2 + cs), slice((w - cs) // 2, (w - cs) // 2 + cs))
+        panels = [label_panel(Image.fromarray(rgb[box]), "original")]
+        for model, adapter, _ in ours:
+            data = adapter.encode(rgb, cfg["quality"])
+            label = f"{Path(model).stem.split('-')[0]} {len(data)} B"
+            panels.append(label_panel(Image.fromarray(adapter.decode(data)[box]), label))
+        first = ours[0][2][info["name"]]
+        if first["against_quality"] is not None:
+            data = other.encode(rgb, first["against_quality"])
+            label = f"{cfg['against']} q{first['against_quality']} {len(data)} B"
+            panels.append(label_panel(Image.fromarray(other.decode(data)[box]), label))
+        sheet = Image.new("RGB", (sum(p.width for p in panels), panels[0].height), "white")
+        for i, p in enumerate(panels):
+            sheet.paste(p, (i * panels[0].width, 0))
+        path = out / f"{info['name']}_q{cfg['quality']}.png"
+        sheet.save(path)
+        written.append(path)
+    return written

@@ -305,6 +305,19 @@ def merge_command(
     type=click.Path(path_type=Path),
     help="Markdown table [default: OUT with suffix .md when --out is given].",
 )
+@click.option(
+    "--crops",
+    "crops_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Write one sheet per image here: original, each model, the other codec at the first "
+    "model's matched quality (centre crop).",
+)
+@click.option(
+    "--crop-images",
+    default=None,
+    metavar="NAMES",
+    help="Comma-separated image names (file stems) to make sheets of [default: all].",
+)
 def matched_command(
     images_dir: Path,
     models: tuple[str, ...],
@@ -318,6 +331,8 @@ def matched_command(
     metrics_spec: str,
     out: Path | None,
     md_path: Path | None,
+    crops_dir: Path | None,
+    crop_images: str | None,
 ) -> None:
     """Matched bytes: per image, semcodec at one quality against AVIF (or --against) at the
     largest quality whose file is not larger; bytes, bpp, PSNR, MS-SSIM, SSIMULACRA 2 of both."""
@@ -353,6 +368,10 @@ def matched_command(
         md_path.parent.mkdir(parents=True, exist_ok=True)
         md_path.write_text(md)
         click.echo(f"wrote {md_path}", err=True)
+    if crops_dir:
+        names = [n.strip() for n in crop_images.split(",")] if crop_images else None
+        paths = matched.crops(result, crops_dir, names)
+        click.echo(f"wrote {len(paths)} crop sheets to {crops_dir}", err=True)
 
 
 def _net_size(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, int]:

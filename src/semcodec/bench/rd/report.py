@@ -241,7 +241,7 @@ def plot_rd(result: Mapping[str, Any], path: Path | str, title: str | None = Non
     fig.savefig(p, dpi=120)
 
 
-def _label(img: Image.Image, text: str) -> Image.Image:
+def label_panel(img: Image.Image, text: str) -> Image.Image:
     """Add a caption strip above a panel so the PNG is self-explanatory."""
     from PIL import ImageDraw
 
@@ -311,7 +311,7 @@ def crops(
             ref = by_key.get((name, reference, setting_key(s)))
             if ref is None:
                 continue
-            panels = [_label(Image.fromarray(rgb[box]), "original")]
+            panels = [label_panel(Image.fromarray(rgb[box]), "original")]
             picks = [(reference, s, ref["bpp"])]
             for c in others:
                 cands = [r for (im, cc, _), r in by_key.items() if im == name and cc == c]
@@ -320,7 +320,7 @@ def crops(
                     picks.append((c, best["setting"], best["bpp"]))
             for c, setting, b in picks:
                 dec = adapters[c].decode(adapters[c].encode(rgb, setting))
-                panels.append(_label(Image.fromarray(dec[box]), f"{c} {setting} {b:.3f}bpp"))
+                panels.append(label_panel(Image.fromarray(dec[box]), f"{c} {setting} {b:.3f}bpp"))
             sheet = Image.new("RGB", (sum(p.width for p in panels), panels[0].height), "white")
             xoff = 0
             for p in panels:
