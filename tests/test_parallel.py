@@ -17,6 +17,7 @@ from PIL import Image
 from semcodec import codec as codec_mod
 from semcodec import runtime, segment
 from semcodec.codec import COMPNET_MARGIN, Codec, Tiling, _bands
+from semcodec.tiling import Region
 from semcodec.tiling import pad_rgb as _pad_rgb
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,7 +35,7 @@ def _photo(w: int, h: int) -> np.ndarray:
 )
 def test_bands_cover_the_core_once_with_their_margin(h, w, parts):
     core = ctx = (0, h, 0, w)
-    bands = _bands(core, ctx)
+    bands = _bands(Region(core, ctx))
     assert len(bands) == parts
     cover = np.zeros(h, int)
     for b in bands:
@@ -47,7 +48,7 @@ def test_bands_cover_the_core_once_with_their_margin(h, w, parts):
 
 def test_bands_stay_inside_a_tile_context():
     core, ctx = (16, 48, 0, 80), (4, 60, 0, 92)
-    for b in _bands(core, ctx):
+    for b in _bands(Region(core, ctx)):
         assert ctx[0] <= b.ctx[0] and b.ctx[1] <= ctx[1] and b.ctx[2:] == ctx[2:]
 
 
@@ -63,11 +64,13 @@ def test_compnet_bands_agree_with_one_piece(monkeypatch):
     labels = Codec("tiny").semantic_map(rgb)
     one = _symbols(monkeypatch, 1 << 30, rgb, labels)
     banded = _symbols(monkeypatch, 16, rgb, labels)
-    assert len(_bands((0, 15, 0, 20), (0, 15, 0, 20))) == 1  # 15 rows: too few for two bands
+    assert (
+        len(_bands(Region((0, 15, 0, 20), (0, 15, 0, 20)))) == 1
+    )  # 15 rows: too few for two bands
     diff = np.abs(banded - one)
     assert diff.max() <= 1 and (diff > 0).mean() < 0.005
     monkeypatch.setattr(codec_mod, "BANDS_2", 16)
-    assert len(_bands((0, 40, 0, 20), (0, 40, 0, 20))) == 2
+    assert len(_bands(Region((0, 40, 0, 20), (0, 40, 0, 20)))) == 2
 
 
 def test_split_not_worker_count_decides_the_symbols(monkeypatch):

@@ -97,13 +97,13 @@ def _check_quality(quality: int) -> None:
         raise ValueError(f"quality must be 0..100, got {quality}")
 
 
-def _bands(core: tuple[int, int, int, int], ctx: tuple[int, int, int, int]) -> list[Region]:
+def _bands(region: Region) -> list[Region]:
     """Cut a region (1/8 units) into row bands for parallel CompNet runs; by size alone.
 
     Each band keeps COMPNET_MARGIN blocks of context above and below (CompNet sees 34 pixels
     around each symbol), so its symbols are those of the whole region up to float rounding.
     """
-    y0, y1, x0, x1 = core
+    (y0, y1, x0, x1), ctx = region.core, region.ctx
     area = (y1 - y0) * (x1 - x0)
     parts = 4 if area >= BANDS_4 else 2 if area >= BANDS_2 else 1
     parts = min(parts, max(1, (y1 - y0) // (2 * COMPNET_MARGIN)))
@@ -115,11 +115,6 @@ def _bands(core: tuple[int, int, int, int], ctx: tuple[int, int, int, int]) -> l
         )
         for a, b in zip(cuts[:-1], cuts[1:], strict=True)
     ]
-
-
-def _core_ctx(r: Region) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
-    """A region as its (core, ctx) pair."""
-    return r.core, r.ctx
 
 
 def _resolve_model(model: str) -> str:
@@ -212,7 +207,7 @@ class Codec:
         c = self.bundle.comp.cfg.out_channels
         symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
         regions = self.tiling.regions(ph, pw)
-        pieces = [band for r in regions for band in _bands(*_core_ctx(r.blocks()))]
+        pieces = [band for r in regions for band in _bands(r.blocks())]
         bundle, bf16 = self.bundle, self.bf16
 
         def piece(r: Region) -> Callable[[], np.ndarray]:
@@ -223,7 +218,7 @@ class Codec:
                     labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE
                 )
                 lab_t = torch.from_numpy(lab.astype(np.int64))[None]
-                with torch.no_grad(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+                with torch.no_grad(), runtime.bf16_autocast(bf16):
                     t = bundle.comp(x, lab_t).float()
                 t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
                 return quantize(t, bundle.levels)[0].numpy()

@@ -86,7 +86,7 @@ def refine_latents(
     try:
         with torch.enable_grad():
             for _ in range(cfg.steps):
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                with runtime.bf16_autocast(bf16):
                     t_q, y = quantize_ste(torch.tanh(u), levels)
                     v, _ = generator(t_q, labels, size)
                 x_hat = (v.float() + 1) * 0.5

@@ -86,6 +86,11 @@ class Bf16Decision:
     reason: str
 
 
+def bf16_autocast(enabled: bool):
+    """CPU bf16 autocast for the encoder networks, a no-op when disabled (see bf16_decision)."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+
+
 def _measure_speedup() -> float:
     """fp32 seconds / bf16 seconds of a convolution shaped like the encoder's (one thread)."""
     conv = torch.nn.Conv2d(64, 64, 3, padding=1).eval()
@@ -93,7 +98,7 @@ def _measure_speedup() -> float:
     best = {}
     with torch.no_grad(), single_thread():
         for bf16 in (False, True, False, True):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with bf16_autocast(bf16):
                 conv(x)  # warm-up (kernel creation)
                 t = time.perf_counter()
                 for _ in range(3):

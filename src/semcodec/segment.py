@@ -12,6 +12,7 @@ from typing import TypeVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from . import runtime
 from .models.segmentation import Branch, SegNet
@@ -26,11 +27,6 @@ SEG_HEAD_MAX = 1 << 20  # map positions (64 Mpixel) up to which the segmentation
 def _side_by_side(tasks: Sequence[Callable[[], T]], _stage: str = "") -> list[T]:
     """The default runner: each task on its own thread (runtime.run_parallel)."""
     return runtime.run_parallel(list(tasks))
-
-
-def _autocast(bf16: bool):
-    """bf16 autocast for the networks whose outputs are stored losslessly."""
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
 
 
 @torch.no_grad()
@@ -57,21 +53,21 @@ def class_scores(
 
     def backbone(branch: Branch, r: Region, i: int) -> Callable[[], torch.Tensor]:
         def go() -> torch.Tensor:
-            with torch.no_grad(), _autocast(bf16):
+            with torch.no_grad(), runtime.bf16_autocast(bf16):
                 return branch.backbone(seg.branch_inputs(context_pixels(rgb, r))[i])
 
         return go
 
     def head(branch: Branch, f: torch.Tensor) -> Callable[[], torch.Tensor]:
         def go() -> torch.Tensor:
-            with torch.no_grad(), _autocast(bf16):
+            with torch.no_grad(), runtime.bf16_autocast(bf16):
                 return branch.head(f).float()
 
         return go
 
     def whole_branch(branch: Branch, i: int) -> Callable[[], torch.Tensor]:
         def go() -> torch.Tensor:
-            with torch.no_grad(), _autocast(bf16):
+            with torch.no_grad(), runtime.bf16_autocast(bf16):
                 return branch(seg.branch_inputs(context_pixels(rgb, regions[0]))[i]).float()
 
         return go
@@ -110,3 +106,13 @@ def label_map(
     """uint8 labels (ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image: what the encoder stores."""
     scores = class_scores(seg, pad_rgb(rgb), bf16, tiling, run)
     return scores[0].argmax(0).numpy().astype(np.uint8)
+
+
+def full_resolution_labels(seg: SegNet, rgb: np.ndarray, bf16: bool | None = None) -> np.ndarray:
+    """int64 (H,W) labels: the 1/8 class scores upsampled bilinearly (`semcodec segment`, and
+    the mIoU of `eval seg`, which CamVid's full-resolution labels need)."""
+    h, w = rgb.shape[:2]
+    padded = pad_rgb(rgb)
+    scores = class_scores(seg, padded, bf16)
+    scores = F.interpolate(scores, size=padded.shape[:2], mode="bilinear", align_corners=False)
+    return scores[0, :, :h, :w].argmax(0).numpy().astype(np.int64)

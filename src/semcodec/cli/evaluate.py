@@ -30,12 +30,12 @@ def segment(image: str, output: str, color: bool, model: str, force: bool) -> No
     if problem is not None:
         raise SemcodecError(problem)
     from ..imageio import load_image
-    from ..train.seg import predict_labels
+    from ..segment import full_resolution_labels
     from ..zoo import load_bundle
 
     bundle = load_bundle(model)
     img = load_image(stdin_bytes() if image == STDIO else image)
-    labels = predict_labels(bundle.seg, img.rgb)
+    labels = full_resolution_labels(bundle.seg, img.rgb, bf16=False)
     deliver(output, png_bytes(label_image(labels, color)), force)
 
 

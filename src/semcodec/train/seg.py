@@ -21,8 +21,7 @@ from ..models.segmentation import (
     build_segnet,
     load_backbone_weights,
 )
-from ..segment import class_scores
-from ..tiling import pad_rgb
+from ..segment import full_resolution_labels
 from .common import (
     Progress,
     autocast,
@@ -150,7 +149,7 @@ def evaluate_seg(net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool
     conf = np.zeros((NUM_CLASSES, NUM_CLASSES), np.int64)
     t0 = time.time()
     for img, lab in zip(images, labels, strict=True):
-        pred = predict_labels(net, img, bf16)
+        pred = full_resolution_labels(net, img, bf16)
         valid = lab != VOID
         conf += np.bincount(
             NUM_CLASSES * lab[valid].astype(np.int64) + pred[valid], minlength=NUM_CLASSES**2
@@ -166,16 +165,6 @@ def evaluate_seg(net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool
         "images_per_s": len(images) / dt,
         "images": len(images),
     }
-
-
-def predict_labels(net: SegNet, rgb: np.ndarray, bf16: bool = False) -> np.ndarray:
-    """Full-resolution labels of an (H,W,3) uint8 image: the encoder's 1/8 class scores
-    (segment.class_scores) upsampled bilinearly, as CamVid's full-resolution labels need."""
-    h, w = rgb.shape[:2]
-    padded = pad_rgb(rgb)
-    scores = class_scores(net, padded, bf16)
-    scores = F.interpolate(scores, size=padded.shape[:2], mode="bilinear", align_corners=False)
-    return scores[0, :, :h, :w].argmax(0).numpy().astype(np.int64)
 
 
 def export_seg_weights(ckpt: Path, dest: Path) -> None:
