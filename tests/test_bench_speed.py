@@ -152,4 +152,4 @@ def test_stage_medians_and_busy_warning() -> None:
     # at the end of a run our own child is part of the load
     assert speed._busy_warning({"loadavg": [2.0], "usable_cpus": 2}, 2, during=True) == []
     with pytest.raises(SystemExit):
-        speed._parser().parse_args(["--images", ".", "--net-size", "770x512"])
+        speed.main(["--images", ".", "--net-size", "770x512"])

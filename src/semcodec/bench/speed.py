@@ -26,7 +26,6 @@ on weight values), next to the model actually used.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as _dt
 import json
@@ -755,42 +754,6 @@ def format_speed_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _parse_size(text: str) -> tuple[int, int]:
-    """'768x512' → (768, 512), both multiples of 8 (the networks' stride)."""
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected WxH, got {text!r}") from None
-    if w <= 0 or h <= 0 or w % 8 or h % 8:
-        raise argparse.ArgumentTypeError(f"size must be positive multiples of 8, got {text!r}")
-    return w, h
-
-
-def _parser() -> argparse.ArgumentParser:
-    """Command-line options (the Makefile's bench-speed target uses the defaults)."""
-    p = argparse.ArgumentParser(
-        prog="python -m semcodec.bench.speed",
-        description="semcodec speed: encode/decode seconds, per stage, peak memory, networks alone.",
-    )
-    p.add_argument("--images", type=Path, required=True, help="directory of test images")
-    p.add_argument("--model", default="default", help="model name (tiny if no default weights)")
-    p.add_argument("--limit", type=int, default=None, help="use the first N images")
-    p.add_argument(
-        "--qualities",
-        default="0,50",
-        type=lambda s: [int(v) for v in s.split(",") if v.strip()],
-        help="comma-separated qualities (0 = base layer only) [0,50]",
-    )
-    p.add_argument("--threads", type=int, default=2, help="torch threads [2]")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs after a warm-up [3]")
-    p.add_argument("--residual", default="avif", help="residual backend [avif]")
-    p.add_argument("--net-size", type=_parse_size, default=(768, 512), help="WxH [768x512]")
-    p.add_argument("--no-nets", action="store_true", help="skip the networks-alone check")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per child process")
-    p.add_argument("--out", type=Path, default=Path("bench-out/speed.json"), help="result JSON")
-    return p
-
-
 def measure_and_write(
     images_dir: Path,
     *,
@@ -842,20 +805,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
         return _worker_main(argv[1], argv[2])
-    args = _parser().parse_args(argv)
-    return measure_and_write(
-        args.images,
-        out=args.out,
-        limit=args.limit,
-        model=args.model,
-        qualities=args.qualities,
-        threads=args.threads,
-        repeats=args.repeats,
-        residual=args.residual,
-        net_size=args.net_size,
-        nets=not args.no_nets,
-        timeout_s=args.timeout,
-    )
+    from semcodec.cli.bench import speed_command  # the options are defined once, there
+
+    return speed_command.main(args=argv, prog_name="python -m semcodec.bench.speed")
 
 
 if __name__ == "__main__":
