@@ -1,4 +1,4 @@
-"""Conformance: stored .sem files of the shipped default model decode to recorded pixel hashes.
+"""Conformance: stored .sem files of every shipped model decode to recorded pixel hashes.
 
 Each file is decoded in fresh processes with oneDNN's and ATen's kernels at their best, capped
 at AVX2 and at SSE4.1 (ATen without vector extensions), with 1 and 2 threads: the decoder's
@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent / "conformance"
-RECORD = json.loads((HERE / "hashes.json").read_text())
+#: every model's folder of files and its record (the default's files sit in HERE itself)
+FOLDERS = [HERE, *sorted(p.parent for p in HERE.glob("*/hashes.json"))]
+RECORDS = {d: json.loads((d / "hashes.json").read_text()) for d in FOLDERS}
 
 SCRIPT = r"""
 import json, sys
@@ -27,12 +29,16 @@ import torch
 torch.set_num_threads(int(sys.argv[1]))
 sys.path.insert(0, sys.argv[2])
 from make_files import pixel_hash
+from semcodec import container
 from semcodec.codec import Codec
-codec = Codec("default")
+codecs = {}
 out = {"isa": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
        "files": {}}
-for path in sorted(Path(sys.argv[2]).glob("*.sem")):
-    res = codec.decode(path.read_bytes(), keep_base=True)  # one decode, both layers
+for path in sorted(Path(sys.argv[2]).glob("**/*.sem")):
+    data = path.read_bytes()
+    model = container.read_header(data).model_name
+    codec = codecs.setdefault(model, Codec(model))
+    res = codec.decode(data, keep_base=True)  # one decode, both layers
     base = res.image if res.header.quality == 0 else None
     if base is None:
         from PIL import Image
@@ -41,7 +47,8 @@ for path in sorted(Path(sys.argv[2]).glob("*.sem")):
             base = base.convert("L")
         elif res.header.mode == "RGBA":
             base.putalpha(res.image.getchannel("A"))
-    out["files"][path.name] = {"full": pixel_hash(res.image), "base": pixel_hash(base)}
+    name = path.relative_to(sys.argv[2]).as_posix()
+    out["files"][name] = {"full": pixel_hash(res.image), "base": pixel_hash(base)}
 print(json.dumps(out))
 """
 
@@ -55,16 +62,28 @@ RUNS = [  # threads, environment
 ]
 
 
-def test_files_are_those_of_the_shipped_default_model():
-    """A model change that alters decoding must come with a new model name/hash and new files."""
-    from semcodec.zoo import load_bundle
+def all_recorded() -> dict[str, dict]:
+    """Every recorded file by its path under HERE, with its hashes."""
+    return {
+        (d / name).relative_to(HERE).as_posix(): want
+        for d, record in RECORDS.items()
+        for name, want in record["files"].items()
+    }
 
-    b = load_bundle("default")
-    assert (RECORD["model"], RECORD["model_hash"]) == (b.name, b.hash), (
-        "the shipped default model changed: write new conformance files "
-        "(python tests/conformance/make_files.py) for the new model name/hash"
-    )
-    assert sorted(p.name for p in HERE.glob("*.sem")) == sorted(RECORD["files"])
+
+def test_every_shipped_model_has_conformance_files_of_its_weights():
+    """A model change that alters decoding must come with a new model name/hash and new files."""
+    from semcodec.zoo import REGISTRY, load_bundle
+
+    shipped = {name for name, spec in REGISTRY.items() if spec.weights is not None}
+    assert {r["model"] for r in RECORDS.values()} == shipped
+    for d, record in RECORDS.items():
+        b = load_bundle(record["model"])
+        assert (record["model"], record["model_hash"]) == (b.name, b.hash), (
+            f"the shipped model {b.name!r} changed: write new conformance files "
+            f"(python tests/conformance/make_files.py {b.name}) for the new model hash"
+        )
+        assert sorted(p.name for p in d.glob("*.sem")) == sorted(record["files"])
 
 
 def test_conformance_files_decode_to_their_hashes_in_this_process():
@@ -73,11 +92,12 @@ def test_conformance_files_decode_to_their_hashes_in_this_process():
 
     from semcodec.codec import Codec
 
-    codec = Codec("default")
-    for name, want in RECORD["files"].items():
-        data = (HERE / name).read_bytes()
-        assert pixel_hash(codec.decode(data).image) == want["full"], name
-        assert pixel_hash(codec.decode(data, layer="base").image) == want["base"], name
+    for d, record in RECORDS.items():
+        codec = Codec(record["model"])
+        for name, want in record["files"].items():
+            data = (d / name).read_bytes()
+            assert pixel_hash(codec.decode(data).image) == want["full"], name
+            assert pixel_hash(codec.decode(data, layer="base").image) == want["base"], name
 
 
 @pytest.mark.parametrize(("threads", "env"), RUNS, ids=lambda v: str(v))
@@ -94,5 +114,5 @@ def test_conformance_files_decode_identically_on_every_isa_and_thread_count(thre
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout)
     assert got["threads"] == threads
-    want = {k: {"full": v["full"], "base": v["base"]} for k, v in RECORD["files"].items()}
+    want = {k: {"full": v["full"], "base": v["base"]} for k, v in all_recorded().items()}
     assert got["files"] == want, f"{env or 'best ISA'}, {threads} threads ({got['isa']})"

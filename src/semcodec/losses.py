@@ -22,6 +22,7 @@ class LossWeights:
     l1: float = 20.0
     msssim: float = 4.0
     rate: float = 1.0  # per bit per pixel
+    ssimulacra2: float = 0.0  # (100 − SSIMULACRA 2) / 100 of each crop; not part of A9
 
 
 def ms_ssim_scales(
@@ -185,3 +186,105 @@ def load_vgg19(path: str) -> VGG19Features:
     own = {k: v for k, v in state.items() if k.startswith("features.")}
     net.load_state_dict(own)
     return net
+
+
+# --- SSIMULACRA 2 as a training loss ----------------------------------------------------------
+
+#: Scales of SSIMULACRA 2; its weight table has one row of 6 numbers per (channel, scale, norm).
+S2_SCALES = 6
+
+
+def _s2_reference():
+    """The ``ssimulacra2`` port's module: its opsin matrix and 108 weights define the metric."""
+    try:
+        from ssimulacra2 import ssimulacra2 as ref
+    except ImportError as e:
+        raise ImportError(
+            "the SSIMULACRA 2 loss needs the optional extra: pip install 'semcodec[bench]' "
+            f"[{type(e).__name__}: {e}]"
+        ) from None
+    return ref
+
+
+def _srgb_to_linear(x: torch.Tensor) -> torch.Tensor:
+    """IEC 61966-2-1 decoding curve on [0, 1] values."""
+    x = x.clamp(0, 1)
+    return torch.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055).clamp_min(1e-12) ** 2.4)
+
+
+def _linear_to_positive_xyb(lin: torch.Tensor, ref) -> torch.Tensor:
+    """Linear RGB → XYB, shifted to positive values as SSIMULACRA 2 does."""
+    m = lin.new_tensor(ref.kOpsinAbsorbanceMatrix.reshape(3, 3))
+    bias = float(ref.kB0)
+    mixed = torch.einsum("ij,njhw->nihw", m, lin) + bias
+    mixed = mixed.clamp_min(0).clamp_min(1e-12) ** (1 / 3) - bias ** (1 / 3)
+    x = 0.5 * (mixed[:, 0] - mixed[:, 1])
+    y = 0.5 * (mixed[:, 0] + mixed[:, 1])
+    b = mixed[:, 2]
+    return torch.stack([x * 14.0 + 0.42, y + 0.01, (b - y) + 0.55], 1)
+
+
+def _s2_blur(x: torch.Tensor, sigma: float = 1.5) -> torch.Tensor:
+    """The port's Gaussian: radius 5, mirrored (edge-repeating) rows, zero padding on columns.
+
+    (The port blurs a transposed array, padding its first axis with zeros: the image's width.)
+    """
+    r = int(3.33 * sigma + 0.5)
+    t = torch.arange(-r, r + 1, dtype=x.dtype, device=x.device)
+    k = torch.exp(-0.5 * (t / sigma) ** 2)
+    k = k / k.sum()
+    c = x.shape[1]
+    rows = torch.cat([x[..., :r, :].flip(-2), x, x[..., -r:, :].flip(-2)], -2)
+    x = F.conv2d(rows, k.view(1, 1, -1, 1).repeat(c, 1, 1, 1), groups=c)
+    return F.conv2d(x, k.view(1, 1, 1, -1).repeat(c, 1, 1, 1), padding=(0, r), groups=c)
+
+
+def _norms(d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per image and channel: the 1-norm mean and the 4-norm of a non-negative error map."""
+    m4 = (d**4).mean((-2, -1))
+    # an all-zero map has norm 0; the clamp keeps the gradient of the root finite there
+    return d.mean((-2, -1)), torch.where(m4 > 0, m4.clamp_min(1e-30) ** 0.25, 0.0)
+
+
+def ssimulacra2_torch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """SSIMULACRA 2 of reconstructions x against originals y ([0, 1] RGB, N×3×H×W), per image.
+
+    The formula of libjxl's ssimulacra2 with the port's constants and blur, written in torch
+    so that a generator can be trained on it. The weight of each (channel, scale, norm) term
+    is taken at its place in the 6-scale table, so crops with fewer scales (128 px: 5) are
+    scored by the terms that exist, not by shifted ones. Matches the port to about 0.1 on
+    images with all six scales (tests/test_losses.py).
+    """
+    ref = _s2_reference()
+    w = torch.as_tensor(ref.weights, dtype=x.dtype if x.dtype == torch.float64 else torch.float32, device=x.device)
+    w = w.view(3, S2_SCALES, 2, 3)  # channel, scale, norm, (ssim, artifact, detail lost)
+    dt = torch.float64 if x.dtype == torch.float64 else torch.float32
+    lin1, lin2 = _srgb_to_linear(y.to(dt)), _srgb_to_linear(x.to(dt))
+    total = x.new_zeros(x.shape[0], dtype=dt)
+    for scale in range(S2_SCALES):
+        if min(lin1.shape[-2:]) < 8:
+            break
+        i1, i2 = _linear_to_positive_xyb(lin1, ref), _linear_to_positive_xyb(lin2, ref)
+        mu1, mu2 = _s2_blur(i1), _s2_blur(i2)
+        s11, s22, s12 = _s2_blur(i1 * i1), _s2_blur(i2 * i2), _s2_blur(i1 * i2)
+        num_m = 1.0 - (mu1 - mu2) ** 2
+        num_s = 2.0 * (s12 - mu1 * mu2) + float(ref.kC2)
+        den_s = (s11 - mu1 * mu1) + (s22 - mu2 * mu2) + float(ref.kC2)
+        ssim = _norms((1.0 - num_m * num_s / den_s).clamp_min(0))
+        ratio = (1.0 + (i2 - mu2).abs()) / (1.0 + (i1 - mu1).abs()) - 1.0
+        art, lost = _norms(ratio.clamp_min(0)), _norms((-ratio).clamp_min(0))
+        for n in range(2):  # per (N, 3) terms; weights of this scale and norm per channel
+            terms = torch.stack([ssim[n], art[n], lost[n]], -1)  # N, 3 channels, 3 kinds
+            total = total + (terms.abs() * w[:, scale, n]).sum((-2, -1))
+        if scale < S2_SCALES - 1:
+            lin1 = F.avg_pool2d(lin1, 2, ceil_mode=True)
+            lin2 = F.avg_pool2d(lin2, 2, ceil_mode=True)
+    # the port's (and libjxl's) final mapping of the weighted sum to the 100-point scale
+    s = total * 0.9562382616834844
+    s = 2.326765642916932 * s - 0.020884521182843837 * s**2 + 6.248496625763138e-05 * s**3
+    return torch.where(s > 0, 100.0 - 10.0 * s.clamp_min(1e-12) ** 0.6276336467831387, 100.0)
+
+
+def ssimulacra2_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(100 − SSIMULACRA 2) / 100, batch mean: 0 for identical images, about 1.2 at 0.1 bpp."""
+    return ((100.0 - ssimulacra2_torch(x, y)) / 100.0).mean()

@@ -1,7 +1,9 @@
-"""Write the conformance files: small .sem files of the shipped default model + decoded hashes.
+"""Write the conformance files: small .sem files of a shipped model + decoded hashes.
 
-Run ``python tests/conformance/make_files.py`` only when a deliberate model change alters
-decoding; the new model has a new name/hash, so old files then fail loudly, never silently.
+Run ``python tests/conformance/make_files.py [MODEL]`` only when a deliberate model change
+alters decoding; the new model has a new name/hash, so old files then fail loudly, never
+silently. The default model's files live in this folder, every other model's in a subfolder
+named after it, with fewer cases (its decoder path is the same; its weights are what differ).
 The inputs are synthetic (gradients, edges, noise), generated here: no data set is involved.
 """
 
@@ -56,14 +58,27 @@ def pixel_hash(img: Image.Image) -> str:
     return hashlib.sha256(head + np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
-def main() -> None:
+#: the cases written for models other than the default
+OTHER_MODEL_CASES = ("rgb-base", "rgb-q50-avif", "rgb-q60-native")
+
+
+def folder(model: str) -> Path:
+    """Where a model's conformance files and record live."""
+    return HERE if model == "default" else HERE / model
+
+
+def main(model: str = "default") -> None:
     from semcodec.codec import Codec
 
-    codec = Codec("default")
+    codec = Codec(model)
+    out = folder(model)
+    out.mkdir(exist_ok=True)
     record = {"model": codec.bundle.name, "model_hash": codec.bundle.hash, "files": {}}
     for i, (name, (w, h, mode, q, residual)) in enumerate(CASES.items()):
+        if model != "default" and name not in OTHER_MODEL_CASES:
+            continue
         data = codec.encode(synthetic(w, h, mode, i), quality=q, residual=residual)
-        (HERE / f"{name}.sem").write_bytes(data)
+        (out / f"{name}.sem").write_bytes(data)
         full = codec.decode(data)
         base = codec.decode(data, layer="base")
         record["files"][f"{name}.sem"] = {
@@ -73,8 +88,10 @@ def main() -> None:
             "base": pixel_hash(base.image),
         }
         print(f"{name}: {len(data)} bytes")
-    (HERE / "hashes.json").write_text(json.dumps(record, indent=1) + "\n")
+    (out / "hashes.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(*sys.argv[1:2])

@@ -25,6 +25,8 @@ from ..losses import (
     g_adv_loss,
     load_vgg19,
     msssim_loss,
+    ssimulacra2_loss,
+    ssimulacra2_torch,
 )
 from ..models.compnet import COMPNET_CONFIGS, CompNet, one_hot_map, quantize_ste
 from ..models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
@@ -149,6 +151,10 @@ def generator_losses(
         "msssim": 1 - float(ms.detach()),
         "psnr": float(-10 * torch.log10(F.mse_loss(x_hat.clamp(0, 1), x).detach() + 1e-10)),
     }
+    if w.ssimulacra2 > 0:
+        s2 = ssimulacra2_loss(x_hat, x)
+        loss = loss + w.ssimulacra2 * s2
+        logs["s2"] = 100.0 - 100.0 * float(s2.detach())
     if perc is not None and w.perceptual > 0:
         with autocast(device, bf16):
             lp = perc(x_hat, x)
@@ -291,7 +297,10 @@ def train_codec(
                 val = evaluate(nets, *held, device)
                 with open(out / "log.jsonl", "a") as f:
                     f.write(json.dumps({"step": step, **val, "t": time.time()}) + "\n")
-                print(f"held-out: {val['val_bpp']:.4f} bpp {val['val_psnr']:.3f} dB", flush=True)
+                s2 = f" SSIMULACRA 2 {val['val_s2']:.2f}" if "val_s2" in val else ""
+                print(
+                    f"held-out: {val['val_bpp']:.4f} bpp {val['val_psnr']:.3f} dB{s2}", flush=True
+                )
             save_checkpoint(ckpt_path, {
                 "nets": nets.state_dict(), "disc": disc.state_dict(), "opt_g": opt_g.state_dict(),
                 "opt_d": opt_d.state_dict(), "step": step, "hours": hours + (time.time() - t_start) / 3600,
@@ -304,10 +313,11 @@ def train_codec(
 
 @torch.no_grad()
 def evaluate(nets: CodecNets, images: list, maps: list, device) -> dict[str, float]:
-    """Mean rate (bits of the hard symbols under the context model) and PSNR on whole images."""
+    """Mean rate (bits of the hard symbols under the context model), PSNR and SSIMULACRA 2
+    (where its package is installed) on whole images."""
     was = nets.training
     nets.eval()
-    bpp, psnr = [], []
+    bpp, psnr, s2 = [], [], []
     for img, mp in zip(images, maps, strict=True):
         x = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float().div(255)[None]
         lab = torch.from_numpy(mp.astype(np.int64))[None]
@@ -318,8 +328,15 @@ def evaluate(nets: CodecNets, images: list, maps: list, device) -> dict[str, flo
         x_hat = ((out + 1) * 0.5).clamp(0, 1).cpu()
         bpp.append(float(bits) / (x.shape[-2] * x.shape[-1]))
         psnr.append(float(-10 * torch.log10(F.mse_loss(x_hat, x))))
+        try:
+            s2.append(float(ssimulacra2_torch(x_hat, x)[0]))
+        except ImportError:
+            pass
     nets.train(was)
-    return {"val_bpp": float(np.mean(bpp)), "val_psnr": float(np.mean(psnr))}
+    out = {"val_bpp": float(np.mean(bpp)), "val_psnr": float(np.mean(psnr))}
+    if s2:
+        out["val_s2"] = float(np.mean(s2))
+    return out
 
 
 def recipe_changed(saved_config: str | None, cfg: CodecTrainConfig) -> bool:
@@ -460,6 +477,13 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
 @click.option("--msssim", "w_ms", default=4.0, show_default=True)
 @click.option("--rate", "w_rate", default=1.0, show_default=True)
 @click.option(
+    "--ssimulacra2",
+    "w_s2",
+    default=0.0,
+    show_default=True,
+    help="weight of (100 − SSIMULACRA 2)/100 per crop (needs the [bench] extra)",
+)
+@click.option(
     "--vgg",
     type=click.Path(path_type=Path, exists=True),
     default=None,
@@ -519,6 +543,7 @@ def codec_command(
     w_l1,
     w_ms,
     w_rate,
+    w_s2,
     vgg,
     resume,
     init_bundle,
@@ -533,7 +558,13 @@ def codec_command(
 ):
     """Train the compression networks (design A) on photos + CamVid."""
     w = LossWeights(
-        gan=w_gan, feature_matching=w_fm, perceptual=w_perc, l1=w_l1, msssim=w_ms, rate=w_rate
+        gan=w_gan,
+        feature_matching=w_fm,
+        perceptual=w_perc,
+        l1=w_l1,
+        msssim=w_ms,
+        rate=w_rate,
+        ssimulacra2=w_s2,
     )
     size = "tiny" if tiny else net_config
     cfg = CodecTrainConfig(
