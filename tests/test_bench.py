@@ -302,7 +302,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 TOP_KEYS = {"schema", "created", "environment", "config", "codecs", "metrics", "images",
             "records", "aggregate", "bd"}  # fmt: skip
 RECORD_KEYS = {"image", "codec", "setting", "bytes", "bpp", "psnr", "msssim", "msssim_db",
-               "msssim_scales", "encode_s", "decode_s", "layer_bytes", "error"}  # fmt: skip
+               "msssim_scales", "encode_s", "decode_s", "layer_bytes", "mean_shift", "error"}  # fmt: skip
 AGG_KEYS = {"setting", "n", "bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s",
             "layer_bpp"}  # fmt: skip
 #: SSIMULACRA 2 joins records and aggregates by default where the [bench] extra is installed.
@@ -318,6 +318,7 @@ def test_end_to_end_json_schema(tiny_run: dict, tmp_path: Path) -> None:
         assert set(r) == RECORD_KEYS | S2 and r["error"] is None
         assert r["bpp"] == pytest.approx(8 * r["bytes"] / (192 * 192))
         assert r["msssim_scales"] == 5 and 0 < r["msssim"] <= 1
+        assert len(r["mean_shift"]) == 3 and max(map(abs, r["mean_shift"])) < 20
         assert r["encode_s"] >= 0 and r["decode_s"] >= 0
     assert {i["name"] for i in res["images"]} == {"img0", "img1"}
     for codec in ("jpeg", "webp"):

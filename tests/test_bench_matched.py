@@ -64,6 +64,9 @@ def _check_run(run: dict, images: Path) -> None:
     assert mean["n"] == 2
     want = np.mean([r["against"]["bytes"] for r in run["records"]])
     assert mean["against"]["bytes"] == pytest.approx(want)
+    shifts = np.array([r["semcodec"]["mean_shift"] for r in run["records"]])
+    assert mean["semcodec"]["mean_shift"] == pytest.approx(list(shifts.mean(0)))
+    assert mean["semcodec"]["max_abs_shift"] == pytest.approx(np.abs(shifts).max())
 
 
 def test_matched_cli_base_layer_two_models(images: Path, tmp_path: Path) -> None:
@@ -90,6 +93,7 @@ def test_matched_cli_base_layer_two_models(images: Path, tmp_path: Path) -> None
     md = out.with_suffix(".md").read_text()
     assert "| tiny | m0 |" in md and "**mean of 2**" in md and "avif q" in md
     assert "| model | image | semcodec bytes |" in res.output
+    assert "tiny: mean colour shift (decoded − original, 8-bit levels) R " in md
     if "ssimulacra2" in data["config"]["metrics"]:
         assert "SSIMULACRA2" in md
         assert all(r["against"]["ssimulacra2"] is not None for r in data["runs"][0]["records"])

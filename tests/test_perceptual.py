@@ -112,6 +112,14 @@ def test_ssimulacra2_without_the_extra_says_how_to_install(
 BUTTERAUGLI_OUTPUT = "2.4356212616\n3-norm: 1.018524\n"
 
 
+def test_colour_shift_is_the_mean_signed_error_per_channel() -> None:
+    ref = natural_scene(64, 64)
+    darker = np.clip(ref.astype(int) - np.array([6, 0, 3]), 0, 255).astype(np.uint8)
+    got = metrics.colour_shift(ref, darker)
+    want = (darker.astype(float) - ref).reshape(-1, 3).mean(0)
+    assert got == pytest.approx(list(want)) and got[0] < -5 and got[1] == 0.0
+
+
 def _t(rgb: np.ndarray, dtype=torch.float64) -> torch.Tensor:
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1)[None].to(dtype) / 255.0
 

@@ -30,6 +30,7 @@ __all__ = [
     "MsssimResult",
     "butteraugli",
     "butteraugli_unavailable_reason",
+    "colour_shift",
     "msssim_scales",
     "msssim_to_db",
     "ms_ssim",
@@ -50,6 +51,14 @@ def _check(ref: np.ndarray, test: np.ndarray) -> None:
         raise ValueError(f"expected (H, W, 3) RGB arrays, got {ref.shape}")
     if ref.dtype != np.uint8 or test.dtype != np.uint8:
         raise ValueError(f"expected uint8 arrays, got {ref.dtype} and {test.dtype}")
+
+
+def colour_shift(ref: np.ndarray, test: np.ndarray) -> list[float]:
+    """Mean of decoded − original per channel, in 8-bit levels: a colour cast or darkening
+    shows here even when PSNR barely moves (a wrong normalisation layer did exactly that)."""
+    _check(ref, test)
+    diff = test.astype(np.float64) - ref.astype(np.float64)
+    return [float(v) for v in diff.reshape(-1, 3).mean(0)]
 
 
 def msssim_to_db(msssim: float | np.ndarray) -> float | np.ndarray:

@@ -144,6 +144,11 @@ def _means(records: Sequence[Mapping[str, Any]], extras: Sequence[str]) -> dict[
             else None
             for f in fields
         }
+        shifts = [r[side]["mean_shift"] for r in ok if r[side].get("mean_shift")]
+        mean[side]["mean_shift"] = (
+            [finite(v) for v in np.mean(shifts, 0)] if shifts else None
+        )
+        mean[side]["max_abs_shift"] = finite(np.abs(shifts).max()) if shifts else None
     if ok:
         mean["against_quality"] = finite(np.mean([r["against_quality"] for r in ok]))
     return mean
@@ -244,6 +249,18 @@ def _cells(rec: Mapping[str, Any] | None, extras: Sequence[str]) -> list[str]:
     ]
 
 
+def _shift_note(means: Mapping[str, Any]) -> str:
+    """The colour-shift line of a model: mean decoded − original per channel, largest image's."""
+    shift = means.get("mean_shift")
+    if not shift:
+        return "colour shift not measured"
+    rgb = ", ".join(f"{c} {v:+.2f}" for c, v in zip("RGB", shift, strict=True))
+    return (
+        f"mean colour shift (decoded − original, 8-bit levels) {rgb}; "
+        f"largest on one image and channel {means['max_abs_shift']:.2f}"
+    )
+
+
 def format_markdown(result: Mapping[str, Any]) -> str:
     """Per image and mean: bytes, bpp and quality of semcodec and of the other codec."""
     cfg = result["config"]
@@ -279,6 +296,7 @@ def format_markdown(result: Mapping[str, Any]) -> str:
             row = [run["model"], f"**mean of {mean['n']}**"]
             row += [*_cells(mean["semcodec"], extras), aq, *_cells(mean["against"], extras)]
             lines.append("| " + " | ".join(row) + " |")
+            notes.append(f"{run['model']}: {_shift_note(mean['semcodec'])}")
     for name, info in result.get("metrics", {}).items():
         if info.get("status") == "skipped":
             notes.append(f"metric {name} left out: {info.get('reason')}")

@@ -37,6 +37,7 @@ JSON schema (``"schema": "semcodec-bench/1"``)::
                    "ssimulacra2": float, "butteraugli": float,  # only when measured
                    "layer_bytes": {"map": int, "compact": int, "residual": int,
                                    "container": int} | null,  # semcodec codecs only
+                   "mean_shift": [float, float, float] | null,  # decoded − original, R G B
                    "error": str | null}],                      # one per image x codec x setting
       "aggregate": {codec: [{"setting": ..., "n": int,        # images averaged (errors excluded)
                              "bpp": float, "psnr": float, "msssim": float,

@@ -25,7 +25,7 @@ from semcodec.bench.rd.results import (
     utc_now,
 )
 from semcodec.defaults import DEFAULT_EFFORT
-from semcodec.metrics import ms_ssim, msssim_scales, psnr
+from semcodec.metrics import colour_shift, ms_ssim, msssim_scales, psnr
 from semcodec.progress import Progress
 
 #: torch threads for MS-SSIM: not worth parallelising, and on a busy CPU two spinning threads
@@ -108,6 +108,7 @@ def measure_record(
         "encode_s": None,
         "decode_s": None,
         "layer_bytes": None,
+        "mean_shift": None,
         **{name: None for name in extras},
         "error": None,
     }
@@ -124,6 +125,7 @@ def measure_record(
         with _torch_threads(METRIC_THREADS):
             m = ms_ssim(rgb, out)
         rec.update(psnr=psnr(rgb, out), msssim=m.value, msssim_db=m.db, msssim_scales=m.scales)
+        rec["mean_shift"] = colour_shift(rgb, out)
         rec.update(quality.score(rgb, out, extras))
     except Exception as e:  # noqa: BLE001 - one failing file must not lose a long run
         rec["error"] = f"{type(e).__name__}: {e}"
