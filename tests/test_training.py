@@ -61,9 +61,7 @@ def test_every_loss_term_is_finite_with_gradients() -> None:
     disc = Discriminator(DISCRIMINATOR_CONFIGS["tiny"])
     perc = PerceptualLoss(SegBackboneFeatures(build_segnet("tiny").rgb.backbone))
     x, lab = torch.rand(2, 3, 64, 64), torch.randint(0, 11, (2, 8, 8))
-    w = LossWeights(
-        gan=1, feature_matching=1, perceptual=1, l1=1, msssim=1, rate=1, ssimulacra2=1
-    )
+    w = LossWeights(gan=1, feature_matching=1, perceptual=1, l1=1, msssim=1, rate=1, ssimulacra2=1)
     loss, logs = generator_losses(nets, disc, perc, x, lab, w, CPU, bf16=False)
     for key in ("bpp", "l1", "msssim", "perc", "adv", "fm", "s2"):
         assert np.isfinite(logs[key]), key

@@ -256,7 +256,9 @@ def ssimulacra2_torch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     images with all six scales (tests/test_losses.py).
     """
     ref = _s2_reference()
-    w = torch.as_tensor(ref.weights, dtype=x.dtype if x.dtype == torch.float64 else torch.float32, device=x.device)
+    w = torch.as_tensor(
+        ref.weights, dtype=x.dtype if x.dtype == torch.float64 else torch.float32, device=x.device
+    )
     w = w.view(3, S2_SCALES, 2, 3)  # channel, scale, norm, (ssim, artifact, detail lost)
     dt = torch.float64 if x.dtype == torch.float64 else torch.float32
     lin1, lin2 = _srgb_to_linear(y.to(dt)), _srgb_to_linear(x.to(dt))

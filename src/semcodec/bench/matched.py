@@ -145,9 +145,7 @@ def _means(records: Sequence[Mapping[str, Any]], extras: Sequence[str]) -> dict[
             for f in fields
         }
         shifts = [r[side]["mean_shift"] for r in ok if r[side].get("mean_shift")]
-        mean[side]["mean_shift"] = (
-            [finite(v) for v in np.mean(shifts, 0)] if shifts else None
-        )
+        mean[side]["mean_shift"] = [finite(v) for v in np.mean(shifts, 0)] if shifts else None
         mean[side]["max_abs_shift"] = finite(np.abs(shifts).max()) if shifts else None
     if ok:
         mean["against_quality"] = finite(np.mean([r["against_quality"] for r in ok]))

@@ -288,10 +288,8 @@ def train_codec(
         prog.update(step, seen, loss=float(loss.detach()), **shown)
         if rank == 0 and step % 10 == 0:
             with open(out / "log.jsonl", "a") as f:
-                f.write(
-                    json.dumps({"step": step, "loss": float(loss), **shown, "t": time.time()})
-                    + "\n"
-                )
+                row = {"step": step, "loss": float(loss.detach()), **shown, "t": time.time()}
+                f.write(json.dumps(row) + "\n")
         if rank == 0 and (time.time() - last_save > save_every_s or step == cfg.iters):
             if held[0]:
                 val = evaluate(nets, *held, device)
