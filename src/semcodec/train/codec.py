@@ -455,6 +455,7 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
     default=Path("../shared/data/camvid"),
     show_default=True,
 )
+@click.option("--no-camvid", is_flag=True, help="train on the photos alone")
 @click.option(
     "--seg-weights",
     type=click.Path(path_type=Path, exists=True),
@@ -529,6 +530,7 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
 def codec_command(
     photos,
     camvid,
+    no_camvid,
     seg_weights,
     out,
     iters,
@@ -583,7 +585,7 @@ def codec_command(
     train_codec(
         cfg,
         None if synthetic else photos,
-        None if synthetic else camvid,
+        None if synthetic or no_camvid else camvid,
         seg_weights,
         out,
         resume,
