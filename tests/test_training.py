@@ -8,6 +8,7 @@ import sys
 import warnings
 
 import numpy as np
+import pytest
 import torch
 
 from semcodec.losses import (
@@ -326,3 +327,31 @@ def test_freeze_compnet_trains_the_generator_only(tmp_path) -> None:
     assert torch.equal(start.ctx.logits, nets.ctx.logits)
     pairs = zip(start.gen.parameters(), nets.gen.parameters(), strict=True)
     assert any(not torch.equal(a, b) for a, b in pairs)
+
+
+def test_balance_colour_removes_a_generators_mean_cast(tmp_path) -> None:
+    """A cast put into the generator's output bias is measured on photos and taken out."""
+    from PIL import Image
+
+    from semcodec.train.balance_colour import balance_bundle, mean_shift, subtract_shift
+    from semcodec.zoo import load_bundle, save_bundle
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(5):
+        img = rng.integers(60, 200, (8, 8, 3)).astype(np.uint8).repeat(8, 0).repeat(8, 1)
+        Image.fromarray(img).save(photos / f"p{i}.png")
+    b = load_bundle("tiny")
+    with torch.no_grad():  # an untrained body: the output is the upsampled compact layer
+        b.gen.body[-2].weight.zero_()
+        b.gen.body[-2].bias.zero_()
+    images = [np.asarray(Image.open(photos / f"p{i}.png")) for i in range(4)]
+    start = mean_shift(b, images)
+    subtract_shift(b, np.array([0.0, -12.0, 0.0]))  # +12 levels of green
+    cast = save_bundle(tmp_path, b.spec, b.seg, b.comp, b.gen, b.compact_table)
+    out, shift = balance_bundle(cast, photos, count=4, hold_out=1, dest=tmp_path / "out")
+    assert shift == pytest.approx(start + [0.0, 12.0, 0.0], abs=2.0)  # clamping to 0..255
+    after = mean_shift(load_bundle(str(out)), images)
+    assert np.abs(after).max() < 0.5
+    assert load_bundle(str(out)).info["output_bias_correction"][1] == round(float(shift[1]), 3)

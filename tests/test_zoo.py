@@ -131,3 +131,21 @@ def test_shipped_files_are_all_registered() -> None:
     """A weights file in models/ that no registry entry names would never be used."""
     named = {s.weights for s in zoo.REGISTRY.values()}
     assert {p.name for p in zoo.weights_dir().glob("*.pt")} <= named
+
+
+def test_perceptual_codes_the_base_layer_in_the_default_models_bytes() -> None:
+    """`perceptual` shares default's segmentation net, CompNet and compact table: the same map
+    and compact payloads for any image (the header names the model), a different picture."""
+    from semcodec import container
+
+    rng = np.random.default_rng(3)
+    y, x = np.mgrid[0:96, 0:128]
+    rgb = np.stack([x * 2, y * 2, (x + y) % 256], -1) + rng.integers(0, 30, (96, 128, 3))
+    rgb = rgb.clip(0, 255).astype(np.uint8)
+    files = {m: Codec(m).encode(rgb, quality=0) for m in ("default", "perceptual")}
+    layers = {m: container.unpack(d)[1] for m, d in files.items()}
+    for kind in (container.LayerKind.SEMANTIC_MAP, container.LayerKind.COMPACT):
+        assert layers["default"][kind] == layers["perceptual"][kind]
+    assert len(files["perceptual"]) - len(files["default"]) == len("perceptual") - len("default")
+    pictures = {m: np.asarray(Codec(m).decode(d).image) for m, d in files.items()}
+    assert np.abs(pictures["default"].astype(int) - pictures["perceptual"]).mean() > 0.1

@@ -51,6 +51,9 @@ class BundleSpec:
 REGISTRY: dict[str, BundleSpec] = {
     # The shipped default: integer generator table, 3-neighbour compact table (models/README.md).
     DEFAULT_MODEL: BundleSpec(DEFAULT_MODEL, weights="default-04618992.pt"),
+    # default's segmentation net, CompNet and compact table with a generator fine-tuned for
+    # SSIMULACRA 2 and the adversarial terms: the same bytes, another picture (models/perceptual.md)
+    "perceptual": BundleSpec("perceptual", weights="perceptual-aad29cfb.pt"),
     # Tiny random-initialised bundle: for tests and for checking the pipeline without weights.
     "tiny": BundleSpec(
         "tiny", seg="tiny", compnet="tiny", generator="tiny", weights=None, seed=1234

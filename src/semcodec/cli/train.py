@@ -16,6 +16,7 @@ from .groups import LazyGroup
         "export": ("semcodec.train.export", "export_command"),
         "fit-table": ("semcodec.train.fit_table", "fit_table_command"),
         "fix-generator": ("semcodec.train.fix_generator", "fix_generator_command"),
+        "balance-colour": ("semcodec.train.balance_colour", "balance_colour_command"),
     },
 )
 def train_group() -> None:
