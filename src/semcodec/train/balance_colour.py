@@ -32,7 +32,7 @@ def mean_shift(bundle: ModelBundle, images: list[np.ndarray]) -> np.ndarray:
     maps = compute_maps(bundle.seg, images)
     total = np.zeros(3)
     for img, mp in zip(images, maps, strict=True):
-        x = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float().div(255)[None]
+        x = torch.from_numpy(img.copy()).permute(2, 0, 1).float().div(255)[None]
         lab = torch.from_numpy(mp.astype(np.int64))[None]
         t_q, _ = quantize_ste(bundle.comp(x, lab), bundle.levels)
         out, _ = bundle.gen(t_q, lab, x.shape[-2:])
