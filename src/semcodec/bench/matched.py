@@ -17,7 +17,9 @@ JSON (``"schema": "semcodec-matched/1"``)::
 
 RECORD is a ``bench rd`` record (bytes, bpp, psnr, msssim, msssim_db, ssimulacra2, ...);
 ``next_bytes`` is the size at ``against_quality + 1`` (null at the top of the range), so the
-match can be checked; MEANS are means over the images where both sides succeeded.
+match can be checked; MEANS are means over the images where both sides succeeded, with
+``mean_shift`` (per channel) and ``max_abs_shift`` (largest on one image and channel) of the
+records' colour shift.
 """
 
 from __future__ import annotations
