@@ -37,7 +37,9 @@ out = {"isa": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_
 for path in sorted(Path(sys.argv[2]).glob("**/*.sem")):
     data = path.read_bytes()
     model = container.read_header(data).model_name
-    codec = codecs.setdefault(model, Codec(model))
+    if model not in codecs:  # one Codec (one model load) per model, not per file
+        codecs[model] = Codec(model)
+    codec = codecs[model]
     res = codec.decode(data, keep_base=True)  # one decode, both layers
     base = res.image if res.header.quality == 0 else None
     if base is None:

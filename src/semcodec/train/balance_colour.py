@@ -13,11 +13,12 @@ import click
 import numpy as np
 import torch
 
+from ..imageio import list_images
 from ..models.compnet import quantize_ste
 from ..zoo import ModelBundle, load_bundle, save_bundle
 from .codec import compute_maps, crop8
 from .common import bundle_option, dest_option, photos_option
-from .data import read_photos
+from .data import read_images
 
 
 def spread_indices(total: int, count: int) -> list[int]:
@@ -56,18 +57,16 @@ def balance_bundle(
     bundle = load_bundle(str(bundle_path))
     if bundle.gen.cfg.kind != "s2d":
         raise click.UsageError("balance-colour needs a space-to-depth generator")
-    files = read_photos(photos)
+    files = list_images(photos)
     usable = len(files) - hold_out
     if usable < count:
         raise click.UsageError(f"need {count + hold_out} photos in {photos}, found {len(files)}")
-    images = crop8([files[i] for i in spread_indices(usable, count)])
+    images = crop8(read_images([files[i] for i in spread_indices(usable, count)]))
     shift = mean_shift(bundle, images)
     subtract_shift(bundle, shift)
     info = dict(bundle.info)
     info["output_bias_correction"] = [round(float(v), 3) for v in shift]
-    dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.glob(f"{bundle.name}-*.pt"):
-        old.unlink()
+    dest.mkdir(parents=True, exist_ok=True)  # other bundles there stay, as with fix-generator
     out = save_bundle(
         dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, bundle.compact_table, info
     )

@@ -27,8 +27,12 @@ def read_split(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 def read_photos(folder: Path, limit: int | None = None) -> list[np.ndarray]:
     """Load every image in a folder as RGB uint8 arrays (sizes may differ)."""
-    files = list_images(folder)[:limit]
-    return [np.asarray(Image.open(p).convert("RGB")) for p in files]
+    return read_images(list_images(folder)[:limit])
+
+
+def read_images(paths: list[Path]) -> list[np.ndarray]:
+    """Load the given image files as RGB uint8 arrays."""
+    return [np.asarray(Image.open(p).convert("RGB")) for p in paths]
 
 
 def synthetic_segmentation(n: int, h: int, w: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
