@@ -37,7 +37,17 @@ from collections import Counter
 from pathlib import Path
 
 OUT = Path("out/fuzz")
-TARGETS = ("container", "map", "compact", "native", "avif", "codec", "metadata")
+TARGETS = (
+    "container",
+    "map",
+    "compact",
+    "native",
+    "avif",
+    "codec",
+    "metadata",
+    "gating",
+    "mapfile",
+)
 _ENTRY = 9  # bytes per layer-table entry
 _FIXED = 34  # fixed header bytes
 
@@ -167,9 +177,10 @@ def seed_files() -> dict[str, bytes]:
     and one with a metadata layer."""
     import numpy as np
 
-    from semcodec.codec import get_codec
+    from semcodec.codec import Codec
+    from semcodec.gating import GatingConfig
 
-    codec = get_codec("tiny")
+    codec = Codec("tiny", gating_config=GatingConfig(enabled=False))  # the ungated layouts
     rng = np.random.default_rng(7)
     y, x = np.mgrid[0:24, 0:40]
     rgb = np.stack([x * 6, y * 9, (x + y) * 3], -1) + rng.integers(-20, 21, (24, 40, 3))
@@ -190,7 +201,21 @@ def seed_files() -> dict[str, bytes]:
         "gray-avif": codec.encode(Image.fromarray(rgb[:17, :33]).convert("L"), 40, "avif"),
         "rgba-native": codec.encode(rgba, 80, "native"),
         "rgb-base": codec.encode(rgb[:16, :16], 0, "native"),
+        "rgb-gated": _gated_seed(rgb),
     }
+
+
+def _gated_seed(rgb) -> bytes:
+    """A file with a gating layer: 32-pixel tiles, 'base' and 'none' (the tiny model)."""
+    import numpy as np
+
+    from semcodec.codec import Codec
+    from semcodec.gating import GatingConfig
+
+    big = np.tile(rgb, (3, 3, 1))[:64, :96].copy()
+    big[:, 48:] = (np.arange(48)[None, :, None] % 2) * 255  # stripes: 'none' wins there
+    codec = Codec("tiny", gating_config=GatingConfig(modes=(1, 2), tile_blocks=4))
+    return codec.encode(big, 50, "native")
 
 
 # ----- targets ---------------------------------------------------------------------------------
@@ -202,13 +227,15 @@ class Harness:
 
         from semcodec import container
         from semcodec.codec import get_codec
-        from semcodec.entropy import compact, semantic_map
+        from semcodec.decoder import read_map
+        from semcodec.entropy import compact, gating, semantic_map
         from semcodec.entropy.residual import get_backend
         from semcodec.errors import SemcodecError
         from semcodec.metadata import decode_metadata
 
         self.np, self.container = np, container
-        self.semantic_map, self.compact = semantic_map, compact
+        self.semantic_map, self.compact, self.gating = semantic_map, compact, gating
+        self.read_map = read_map
         self.native, self.avif = get_backend("native"), get_backend("avif")
         self.codec = get_codec("tiny")
         self.error = SemcodecError
@@ -249,6 +276,21 @@ class Harness:
             elif target == "metadata":
                 meta = self.decode_metadata(payload)
                 assert sum(meta.sizes().values()) <= 16 << 20
+            elif target == "gating":
+                modes, head = self.gating.decode_modes(payload, h, w)
+                th, tw = -(-h // head.tile_blocks), -(-w // head.tile_blocks)
+                assert modes.shape == (th, tw) and modes.min() >= 0 and modes.max() <= 2
+                if data[3] % 2:  # and the compact layer under the tiles' mask
+                    from semcodec.gating import used_blocks
+
+                    used = used_blocks(modes, h, w, head.tile_blocks)
+                    table = self.tables[0]
+                    out = self.compact.decode_compact(payload, (table.shape[0], h, w), table, used)
+                    assert out.shape == (table.shape[0], h, w)
+            elif target == "mapfile":  # decode --layer map: header and map layer only
+                sem = fix_crcs(data[1:])
+                hdr, labels = self.read_map(sem)
+                assert labels.shape == (-(-hdr.height // 8), -(-hdr.width // 8))
             else:
                 sem = fix_crcs(data[1:])
                 res = self.codec.decode(sem)
@@ -273,7 +315,11 @@ def seed_inputs() -> list[bytes]:
         seeds.append(bytes([0]) + sem)  # container and codec targets: data[1:] is the file
         seeds.append(bytes([5]) + sem)
         seeds.append(bytes([1]) + sizes + bytes([10, 0, 0]) + layers[LayerKind.SEMANTIC_MAP])
-        seeds.append(bytes([2]) + sizes + bytes([0, 0, 0]) + layers[LayerKind.COMPACT])
+        if LayerKind.COMPACT in layers:
+            seeds.append(bytes([2]) + sizes + bytes([0, 0, 0]) + layers[LayerKind.COMPACT])
+        if LayerKind.GATING in layers:
+            seeds.append(bytes([7]) + sizes + bytes([0, 0, 0]) + layers[LayerKind.GATING])
+        seeds.append(bytes([8]) + sem)
         if LayerKind.RESIDUAL in layers:
             target = 3 if header.residual_backend == 1 else 4
             dims = bytes([(header.height - 1) % 64, (header.width - 1) % 64])

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from semcodec.bench import speed
+from semcodec.bench.speed import measure, startup
 
 
 def _image(d: Path, w: int = 48, h: int = 40) -> Path:
@@ -27,9 +28,9 @@ def _image(d: Path, w: int = 48, h: int = 40) -> Path:
 def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
     _image(tmp_path / "imgs")
     out = tmp_path / "speed.json"
-    cmd = [sys.executable, "-m", "semcodec.bench.speed", "--images", str(tmp_path / "imgs"),
-           "--model", "tiny", "--qualities", "0,30", "--threads", "1", "--repeats", "2",
-           "--net-size", "64x48", "--out", str(out)]  # fmt: skip
+    cmd = [sys.executable, "-m", "semcodec.cli", "bench", "speed", "--images",
+           str(tmp_path / "imgs"), "--model", "tiny", "--qualities", "0,30", "--threads", "1",
+           "--repeats", "2", "--net-size", "64x48", "--no-startup", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     res = json.loads(out.read_text())
@@ -111,10 +112,12 @@ def test_fallback_to_tiny_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         specs.append(dict(spec))
         return _fake_run(spec)
 
-    monkeypatch.setattr(speed, "_spawn", fake_spawn)
-    monkeypatch.setattr(speed, "default_weights_available", lambda: False)
+    monkeypatch.setattr(measure, "_spawn", fake_spawn)
+    monkeypatch.setattr(measure, "default_weights_available", lambda: False)
     img = _image(tmp_path / "imgs")
-    res = speed.run_speed([img, img], model="default", qualities=(0, 1), log=lambda s: None)
+    res = speed.run_speed(
+        [img, img], model="default", qualities=(0, 1), log=lambda s: None, startup=False
+    )
     assert res["config"]["model"] == "tiny" and res["config"]["model_requested"] == "default"
     assert "tiny" in res["config"]["model_note"]
     assert {s["model"] for s in specs if s["kind"] == "codec"} == {"tiny"}
@@ -151,5 +154,22 @@ def test_stage_medians_and_busy_warning() -> None:
     assert "inflated" in speed._busy_warning(busy, 2)[0]
     # at the end of a run our own child is part of the load
     assert speed._busy_warning({"loadavg": [2.0], "usable_cpus": 2}, 2, during=True) == []
-    with pytest.raises(SystemExit):
-        speed.main(["--images", ".", "--net-size", "770x512"])
+    assert speed.main(["--images", "."]) == 2  # the module runs child processes only
+
+
+def test_startup_times_whole_commands_and_reports_them() -> None:
+    """Start-up: the commands a shell user runs on one 64x64 file, each in a fresh process."""
+    st = startup.measure_startup("tiny", threads=1, repeats=1)
+    assert "error" not in st, st.get("error")
+    secs = st["seconds"]
+    want = {"python", "import torch", "model load", "encode", "decode", "decode --layer map"}
+    assert want | {"info", "--help", "models"} == set(secs)
+    assert all(v > 0 for v in secs.values())
+    # an encode imports torch and loads the model: it cannot be faster than importing torch
+    assert secs["encode"] > secs["import torch"] > secs["python"]
+    assert set(st["targets"]) == set(startup.STARTUP_TARGETS)
+    res = {"config": {"model": "tiny", "model_requested": "tiny", "threads": 1, "repeats": 1},
+           "machine": {"cpu": "x", "usable_cpus": 1, "ram_gib": 1, "loadavg": [0]},
+           "runs": [], "summary": {}, "networks": [], "startup": st}  # fmt: skip
+    table = speed.format_speed_table(res)
+    assert "start-up: whole commands on a 64x64 PNG" in table and "decode --layer map" in table

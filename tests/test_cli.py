@@ -27,7 +27,7 @@ from semcodec import container
 from semcodec.cli import cli
 from semcodec.ratecontrol import bytes_for_bpp, search_quality
 
-TINY = ["--model", "tiny", "--residual", "native"]
+TINY = ["--model", "tiny", "--residual", "native", "--no-gating"]  # every layer present
 W, H = 64, 48
 LINE_RE = re.compile(
     r"^(?P<src>\S+) -> (?P<dst>\S+): (?P<bytes>\d+) bytes, (?P<bpp>[\d.]+) bpp "
@@ -313,8 +313,12 @@ def test_decode_segmentation_map(work: Path):
     assert run("encode", "a.png", "-q", "0", *TINY).exit_code == 0
     r = run("decode", "a.sem", "-o", "d.png", "--segmentation", "map.png")
     assert r.exit_code == 0, r.output
-    seg = Image.open("map.png")
-    assert seg.mode == "P" and seg.size == (W, H)
+    seg = Image.open("map.png")  # class ids, as `semcodec segment` writes them
+    assert seg.mode == "L" and seg.size == (W, H) and np.asarray(seg).max() < 11
+    r = run("decode", "a.sem", "-o", "d2.png", "--segmentation", "col.png", "--color")
+    assert r.exit_code == 0, r.output
+    col = Image.open("col.png")
+    assert col.mode == "P" and np.array_equal(np.asarray(col), np.asarray(seg))
     assert run("decode", "a.sem", "a.sem", "--segmentation", "m.png").exit_code == 2
 
 

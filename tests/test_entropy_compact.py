@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from semcodec.entropy.compact import (
-    ContextModel,
     context_index,
     decode_compact,
     encode_compact,
     table_neighbours,
     validate_table,
 )
+from semcodec.entropy.context_model import ContextModel
 from semcodec.train.fit_table import count_table, refit_bundle, table_bits
 
 LEVELS = 6

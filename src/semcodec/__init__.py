@@ -4,10 +4,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["encode", "decode", "__version__"]
+__all__ = ["CLASSES", "encode", "decode", "decode_map", "__version__"]
 
 # Registers the Pillow plugin (Image.open/save of .sem); it imports Pillow only, not torch.
 from . import pil_plugin  # noqa: E402, F401
+from .classes import CLASSES  # noqa: E402
 from .defaults import DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL  # noqa: E402
 
 
@@ -24,7 +25,18 @@ def encode(
 
 
 def decode(data: bytes, layer: str = "full", model: str | None = None):
-    """Decode .sem bytes into a PIL image."""
-    from .codec import decode as _decode
+    """Decode .sem bytes into a PIL image (without torch where the file's release is installed)."""
+    from .api import decoder_of
 
-    return _decode(data, layer=layer, model=model)
+    return decoder_of(data, model).decode(data, layer=layer).image
+
+
+def decode_map(data: bytes, size: str = "full"):
+    """The semantic map of .sem bytes as a uint8 numpy array of class ids (CLASSES[id]).
+
+    size="full" gives one id per pixel (nearest), "stored" the coded 1/8-size map. Only the
+    header and the map layer are read: no model, no generator, no torch.
+    """
+    from .decoder import decode_map as _decode_map
+
+    return _decode_map(data, size)

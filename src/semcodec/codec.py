@@ -10,7 +10,6 @@ entropy/.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,29 +19,28 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import container, runtime, segment, zoo
+from . import container, decoder, gating, runtime, segment, zoo
 from .container import Header, LayerKind, Limits
+from .decoder import DecodeResult
 from .defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
-from .entropy.alpha import decode_alpha, encode_alpha
-from .entropy.compact import check_payload_size as check_compact_size
-from .entropy.compact import decode_compact, encode_compact
-from .entropy.residual import backend_by_code, get_backend
-from .entropy.semantic_map import check_payload_size as check_map_size
-from .entropy.semantic_map import decode_map, encode_map
-from .errors import CorruptData, ModelError, UnsupportedInput
-from .imageio import LoadedImage, from_pil, load_image, pil_pixel_limit
+from .entropy.alpha import encode_alpha
+from .entropy.compact import encode_compact
+from .entropy.gating import encode_modes
+from .entropy.residual import get_backend
+from .entropy.semantic_map import encode_map
+from .errors import ModelError, UnsupportedInput
+from .imageio import LoadedImage, from_pil, load_image
 from .metadata import KINDS as METADATA_KINDS
-from .metadata import Metadata, decode_metadata, encode_metadata
+from .metadata import Metadata, encode_metadata
+from .models import fixed
 from .models.compnet import dequantize, quantize
 from .models.generator import pixels
 from .refine import RefineConfig, refine_latents
 from .tiling import (
     DEFAULT_TILING,
-    MIN_SIDE,
     MULTIPLE,
     Region,
     Tiling,
-    blocks,
     context_pixels,
     grow,
     pad_rgb,
@@ -55,18 +53,6 @@ T = TypeVar("T")
 COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
 # core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
 BANDS_2, BANDS_4 = 1 << 11, 1 << 14
-
-
-@dataclass
-class DecodeResult:
-    """A decoded file: the image plus the layers a caller may want to look at."""
-
-    image: Image.Image
-    header: Header
-    semantic_map: np.ndarray  # labels at 1/map_scale resolution
-    layer_bytes: dict[str, int] = field(default_factory=dict)
-    base: np.ndarray | None = None  # generator output (H,W,3) before the residual, if asked for
-    metadata: Metadata = field(default_factory=Metadata)  # ICC profile, EXIF, XMP of the input
 
 
 @dataclass
@@ -89,6 +75,8 @@ class Analysis:
     cpu_timings: dict[str, float]
     reconstruction: np.ndarray | None = None  # the generator's output, made on first need
     metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
+    filled: dict[bytes, np.ndarray] = field(default_factory=dict)  # gated: reconstruction
+    modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
 
 
 def _check_quality(quality: int) -> None:
@@ -140,6 +128,7 @@ class Codec:
         deterministic: bool = True,
         refine: RefineConfig | None = None,
         effort: int = DEFAULT_EFFORT,
+        gating_config: gating.GatingConfig | None = None,
     ):
         """bf16=None autocasts the encoder networks to bf16 only where that is native and
         faster (runtime.bf16_decision). deterministic=False lets the encoder networks use
@@ -161,6 +150,8 @@ class Codec:
         self.tiling = tiling or DEFAULT_TILING
         self.timings: dict[str, float] = {}  # wall seconds per stage of the last encode/decode
         self.cpu_timings: dict[str, float] = {}  # CPU seconds (all threads) per stage, likewise
+        self._decoder: decoder.Decoder | None = None
+        self.gating = gating_config or gating.GatingConfig()
 
     def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
         """Tasks that report each finished piece to ``progress`` (tiled images only)."""
@@ -240,31 +231,20 @@ class Codec:
         thread count, so it uses all of torch's threads; a bundle without one (e.g. the
         ``paper`` configuration) runs its float generator on one thread.
         """
-        _, mh, mw = symbols.shape
-        h, w = crop
-        out = np.empty((h, w, 3), np.uint8)
-        fixed_gen = self.bundle.fixed
-        regions = self.tiling.regions(mh * MULTIPLE, mw * MULTIPLE)
-        for n, r in enumerate(regions, 1):
-            if self.progress is not None and len(regions) > 1:
-                self.progress("generator", n, len(regions))
-            (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = blocks(r.core), blocks(r.ctx)
-            if y0 * MULTIPLE >= h or x0 * MULTIPLE >= w:
-                continue  # a core made only of padding
-            gh, gw = max(cy1 - cy0, MIN_SIDE // MULTIPLE), max(cx1 - cx0, MIN_SIDE // MULTIPLE)
-            sym = torch.from_numpy(grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
-            lab_t = torch.from_numpy(grow(labels[cy0:cy1, cx0:cx1], gh, gw).astype(np.int64))
-            if fixed_gen is not None:
-                with runtime.generator_heap():
-                    v = fixed_gen.forward(sym[None], lab_t[None])[0]
-            else:
-                v = self._float_generator(sym[None], lab_t[None], (gh * MULTIPLE, gw * MULTIPLE))
-            oy0, ox0 = y0 * MULTIPLE, x0 * MULTIPLE
-            oy1, ox1 = min(y1 * MULTIPLE, h), min(x1 * MULTIPLE, w)
-            ty, tx = oy0 - cy0 * MULTIPLE, ox0 - cx0 * MULTIPLE
-            v = v[:, ty : ty + oy1 - oy0, tx : tx + ox1 - ox0]
-            out[oy0:oy1, ox0:ox1] = v.permute(1, 2, 0).numpy()
-        return out
+        return decoder.reconstruct(symbols, labels, crop, self.kernel, self.tiling, self.progress)
+
+    @property
+    def kernel(self) -> decoder.GeneratorKernel:
+        """The generator kernel the encoder and the in-process decoder share."""
+        if self.bundle.fixed is not None:
+            return fixed.kernel_of(self.bundle.fixed)
+
+        def run(sym: np.ndarray, lab: np.ndarray) -> np.ndarray:
+            size = (sym.shape[-2] * MULTIPLE, sym.shape[-1] * MULTIPLE)
+            s, la = torch.from_numpy(sym)[None], torch.from_numpy(lab)[None]
+            return self._float_generator(s, la, size).permute(1, 2, 0).numpy()
+
+        return run
 
     def _float_generator(
         self, sym: torch.Tensor, lab: torch.Tensor, size: tuple[int, int]
@@ -308,7 +288,7 @@ class Codec:
         overrides the Codec's latent refinement for this image; ``metadata`` names the kinds
         of the input's metadata (icc, exif, xmp) the file keeps.
         """
-        clock = _Clock(self.timings, self.cpu_timings)
+        clock = decoder.Clock(self.timings, self.cpu_timings)
         img = self._load(image)
         clock("load")
         h, w = img.rgb.shape[:2]
@@ -332,12 +312,59 @@ class Codec:
             img, labels, symbols, layers, dict(self.timings), dict(self.cpu_timings), None, kept
         )
 
+    def _predict(
+        self, analysis: Analysis, quality: int
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """The prediction the residual is coded against, and the tiles' modes if gated.
+
+        Per tile the mode of least estimated bits (gating.choose_modes); where every tile
+        takes the generator the file is as without gating. Otherwise the unused tiles'
+        compact symbols are dropped and filled, and the predictions are recomputed from what
+        the decoder will have, then blended across tile borders.
+        """
+        cfg = self.gating
+        recon = analysis.reconstruction
+        if not cfg.enabled or quality == 0:
+            return recon, None
+        img, symbols, levels = analysis.img, analysis.symbols, self.bundle.levels
+        h, w = img.rgb.shape[:2]
+        _, mh, mw = symbols.shape
+        candidates: dict[int, np.ndarray | int] = {}
+        if gating.GEN in cfg.modes:
+            candidates[gating.GEN] = recon
+        if gating.BASE in cfg.modes:
+            candidates[gating.BASE] = gating.base_pixels(symbols, levels, (h, w))
+        if gating.NONE in cfg.modes:
+            candidates[gating.NONE] = gating.FLAT
+        cbits = gating.compact_tile_bits(symbols, self.bundle.compact_table, cfg.tile_blocks)
+        modes = gating.choose_modes(img.rgb, candidates, cbits, quality, cfg.tile_blocks)
+        if (modes == gating.GEN).all():
+            return recon, None
+        used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks)
+        filled = gating.fill_symbols(symbols, used, levels)
+        final: dict[int, np.ndarray | int] = {}
+        if (modes == gating.GEN).any():
+            key = used.tobytes()
+            if used.all():
+                final[gating.GEN] = recon
+            else:
+                if key not in analysis.filled:
+                    analysis.filled.clear()  # one mask kept: rate control tries few
+                    analysis.filled[key] = self.reconstruct(filled, analysis.labels, (h, w))
+                final[gating.GEN] = analysis.filled[key]
+        if (modes == gating.BASE).any():
+            final[gating.BASE] = gating.base_pixels(filled, levels, (h, w))
+        if (modes == gating.NONE).any():
+            final[gating.NONE] = gating.FLAT
+        pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
+        return pred, (modes, used)
+
     def finish(
         self, analysis: Analysis, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
     ) -> tuple[bytes, EncodeStats]:
         """The .sem file of an analysed image at one quality (residual, alpha, container)."""
         _check_quality(quality)
-        clock = _Clock(self.timings, self.cpu_timings)
+        clock = decoder.Clock(self.timings, self.cpu_timings)
         self.timings.update(analysis.timings)  # a file's stage times include the shared stages
         self.cpu_timings.update(analysis.cpu_timings)
         img = analysis.img
@@ -351,8 +378,20 @@ class Codec:
                     analysis.symbols, analysis.labels, (h, w)
                 )
             clock("generator")
+            prediction, gate = self._predict(analysis, int(quality))
+            if gate is not None:
+                modes, used = gate
+                cfg = self.gating
+                layers[LayerKind.GATING] = encode_modes(modes, cfg.tile_blocks, cfg.radius)
+                layers.pop(LayerKind.COMPACT)
+                if used.any():
+                    layers[LayerKind.COMPACT] = encode_compact(
+                        analysis.symbols, self.bundle.compact_table, used
+                    )
+            analysis.modes[int(quality)] = None if gate is None else gate[0]
+            clock("gating")
             res = img.rgb.astype(np.int16)
-            res -= analysis.reconstruction
+            res -= prediction
             layers[LayerKind.RESIDUAL] = backend.encode(res, int(quality), self.effort)
             clock("residual")
             backend_code = backend.code
@@ -389,94 +428,38 @@ class Codec:
         return load_image(image, self.limits)
 
     # ----- decoder -------------------------------------------------------------------------
+    @property
+    def decoder(self) -> decoder.Decoder:
+        """The decoder of this bundle's files, on the encoder's generator kernel."""
+        if self._decoder is None:
+            self._decoder = decoder.Decoder(
+                zoo.decoder_parts(self.bundle), self.kernel, self.limits, self.tiling
+            )
+        self._decoder.progress = self.progress
+        return self._decoder
+
     def check_model(self, header: Header) -> None:
         """Refuse a file made with another model or other weights."""
         if header.model_name != self.bundle.name:
             raise ModelError(
                 f"file was encoded with model {header.model_name!r}, decoder has {self.bundle.name!r}"
             )
-        if header.model_hash != self.bundle.hash:
-            raise ModelError(
-                f"model {header.model_name!r} weights hash mismatch: file {header.model_hash}, "
-                f"installed {self.bundle.hash}"
-            )
-        if header.compact_levels != self.bundle.levels or header.map_scale != MULTIPLE:
-            raise CorruptData("header's compact levels or map scale do not match the model")
-
-    def check_payloads(self, header: Header, layers: dict[LayerKind, bytes]) -> None:
-        """Refuse layers too short for the declared size, before any per-symbol loop or buffer."""
-        mh, mw = -(-header.height // MULTIPLE), -(-header.width // MULTIPLE)
-        size = f"a {header.width}x{header.height} image"
-        nsym = self.bundle.comp.cfg.out_channels * mh * mw
-        check_compact_size(layers[LayerKind.COMPACT], self.bundle.compact_table, nsym, size)
-        check_map_size(layers[LayerKind.SEMANTIC_MAP], mh, mw, size)
+        self.decoder.check_model(header)
 
     def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
 
         keep_base also returns the generator output before the residual (one decode, both layers).
         """
-        if layer not in ("full", "base"):
-            raise ValueError(f"layer must be 'full' or 'base', got {layer!r}")
-        clock = _Clock(self.timings, self.cpu_timings)
-        header, layers = container.unpack(data, self.limits)
-        self.check_model(header)
-        self.check_payloads(header, layers)
-        meta = Metadata()
-        if LayerKind.METADATA in layers:
-            meta = decode_metadata(layers[LayerKind.METADATA])
-        clock("unpack")
-        h, w = header.height, header.width
-        mh, mw = -(-h // MULTIPLE), -(-w // MULTIPLE)
-        labels = decode_map(layers[LayerKind.SEMANTIC_MAP], mh, mw, self.bundle.num_classes)
-        clock("map_coder")
-        c = self.bundle.comp.cfg.out_channels
-        symbols = decode_compact(layers[LayerKind.COMPACT], (c, mh, mw), self.bundle.compact_table)
-        clock("compact_coder")
-        out = base = self.reconstruct(symbols, labels, (h, w))
-        clock("generator")
-        if layer == "full" and header.residual_backend:
-            backend = backend_by_code(header.residual_backend)
-            with pil_pixel_limit(self.limits):
-                res = backend.decode(layers[LayerKind.RESIDUAL], h, w)
-            res += out
-            out = np.clip(res, 0, 255).astype(np.uint8)
-            del res
-            clock("residual")
-        img = _assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
-        clock("assemble")
-        sizes = {k.name.lower(): len(v) for k, v in layers.items()}
-        return DecodeResult(img, header, labels, sizes, base if keep_base else None, meta)
-
-
-class _Clock:
-    """Records wall and CPU seconds since the previous call under a stage name (benchmarks)."""
-
-    def __init__(self, wall: dict[str, float], cpu: dict[str, float]):
-        wall.clear()
-        cpu.clear()
-        self.wall, self.cpu = wall, cpu
-        self.t, self.c = time.perf_counter(), time.process_time()
-
-    def __call__(self, stage: str) -> None:
-        """Close the current stage."""
-        t, c = time.perf_counter(), time.process_time()
-        self.wall[stage] = self.wall.get(stage, 0.0) + t - self.t
-        self.cpu[stage] = self.cpu.get(stage, 0.0) + c - self.c
-        self.t, self.c = t, c
-
-
-def _assemble(
-    rgb: np.ndarray, header: Header, alpha_data: bytes | None, limits: Limits
-) -> Image.Image:
-    """Give back the input's mode: L from RGB, RGBA with the lossless alpha layer."""
-    img = Image.fromarray(rgb, "RGB")
-    if header.mode == "L":
-        return img.convert("L")
-    if header.mode == "RGBA":
-        alpha = decode_alpha(alpha_data or b"", header.width, header.height, limits)
-        img.putalpha(Image.fromarray(alpha, "L"))
-    return img
+        header = container.read_header(data)
+        if header.model_name != self.bundle.name:
+            raise ModelError(
+                f"file was encoded with model {header.model_name!r}, decoder has {self.bundle.name!r}"
+            )
+        dec = self.decoder
+        result = dec.decode(data, layer, keep_base)
+        self.timings, self.cpu_timings = dec.timings, dec.cpu_timings
+        return result
 
 
 _DEFAULT: dict[str, Codec] = {}

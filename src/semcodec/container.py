@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -31,11 +32,14 @@ __all__ = [
     "read_header",
     "sniff",
     "unpack",
+    "unpack_layers",
 ]
 
 MAGIC = b"\x89SEM\r\n\x1a\n"
-FORMAT_VERSION = 2  # the newest this module reads and writes
-SUPPORTED_VERSIONS = (1, 2)  # 2 adds the METADATA layer; files without one are written as 1
+FORMAT_VERSION = 3  # the newest this module reads and writes
+# 2 adds the METADATA layer, 3 the GATING layer; a file is written with the oldest version
+# that holds its layers, so files without them stay readable by older releases
+SUPPORTED_VERSIONS = (1, 2, 3)
 
 
 class ResidualKind(IntEnum):
@@ -74,7 +78,7 @@ FIXED_HEADER_SIZE = _FIXED.size  # 34
 _ENTRY = struct.Struct("<BII")  # kind, length, crc32
 _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")
-_MAX_LAYERS = {1: 4, 2: 5}
+_MAX_LAYERS = {1: 4, 2: 5, 3: 6}
 
 
 class LayerKind(IntEnum):
@@ -85,9 +89,10 @@ class LayerKind(IntEnum):
     RESIDUAL = 3
     ALPHA = 4
     METADATA = 5  # format version 2: ICC profile, EXIF, XMP (metadata.py)
+    GATING = 6  # format version 3: each tile's prediction mode (gating.py)
 
 
-_REQUIRED_LAYERS = (LayerKind.SEMANTIC_MAP, LayerKind.COMPACT)
+_REQUIRED_LAYERS = (LayerKind.SEMANTIC_MAP,)  # COMPACT too, unless GATING says no tile uses it
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,8 @@ class Header:
 
 def _version_for(kinds: list[int]) -> int:
     """The oldest format version that can hold these layers (old readers keep reading old files)."""
+    if LayerKind.GATING in kinds:
+        return 3
     return 2 if LayerKind.METADATA in kinds else 1
 
 
@@ -184,6 +191,8 @@ def _layer_set_problem(
             return f"unknown layer kind {kind}"
         if kind == LayerKind.METADATA and version < 2:
             return f"layer kind {kind} (METADATA) needs format version 2, file says {version}"
+        if kind == LayerKind.GATING and version < 3:
+            return f"layer kind {kind} (GATING) needs format version 3, file says {version}"
         if kind in seen:
             return f"duplicate layer kind {LayerKind(kind).name}"
         seen.add(kind)
@@ -192,6 +201,10 @@ def _layer_set_problem(
     for kind in _REQUIRED_LAYERS:
         if kind not in seen:
             return f"missing required layer {kind.name}"
+    if LayerKind.COMPACT not in seen and LayerKind.GATING not in seen:
+        return "missing required layer COMPACT"
+    if LayerKind.GATING in seen and LayerKind.RESIDUAL not in seen:
+        return "GATING layer present without a RESIDUAL layer"
     has_alpha = LayerKind.ALPHA in seen
     if has_alpha != (header.mode == "RGBA"):
         return (
@@ -360,6 +373,20 @@ def unpack(
     data: bytes | bytearray | memoryview, limits: Limits = Limits()
 ) -> tuple[Header, dict[LayerKind, bytes]]:
     """Verify a whole .sem file and split it into header and layers; raises CorruptData."""
+    return unpack_layers(data, None, limits)
+
+
+def unpack_layers(
+    data: bytes | bytearray | memoryview,
+    kinds: Iterable[LayerKind] | None,
+    limits: Limits = Limits(),
+) -> tuple[Header, dict[LayerKind, bytes]]:
+    """The header and the layers named (None: all), with only those layers' CRCs checked.
+
+    The header, the layer table and every declared length are always verified, so a reader of
+    one layer (``decode --layer map``) still refuses truncated or padded files, but a damaged
+    layer it does not read does not stop it.
+    """
     header, entries, offset = _parse_header(data)
     problem = limits.check(header.width, header.height)
     if problem is not None:
@@ -376,16 +403,18 @@ def unpack(
         offset += length
     if offset != size:
         raise CorruptData(f"trailing garbage: {size - offset} bytes after the last layer")
+    wanted = None if kinds is None else {int(k) for k in kinds}
     layers: dict[LayerKind, bytes] = {}
     offset = size - sum(length for _, length, _ in entries)
     for kind, length, crc in entries:
-        chunk = view[offset : offset + length]
-        actual = zlib.crc32(chunk)
-        if actual != crc:
-            raise CorruptData(
-                f"layer {LayerKind(kind).name} CRC mismatch "
-                f"(stored {crc:08x}, computed {actual:08x})"
-            )
-        layers[LayerKind(kind)] = bytes(chunk)
+        if wanted is None or kind in wanted:
+            chunk = view[offset : offset + length]
+            actual = zlib.crc32(chunk)
+            if actual != crc:
+                raise CorruptData(
+                    f"layer {LayerKind(kind).name} CRC mismatch "
+                    f"(stored {crc:08x}, computed {actual:08x})"
+                )
+            layers[LayerKind(kind)] = bytes(chunk)
         offset += length
     return header, layers

@@ -17,9 +17,15 @@ def bpp(nbytes: int, width: int, height: int) -> float:
 
 def file_info(data: bytes) -> dict[str, Any]:
     """Everything ``semcodec info`` reports, after validating the whole file."""
+    from .decoder import class_shares, full_size_map, map_shape, read_map
     from .metadata import decode_metadata
+    from .parts import release_meta
 
     header, layers = container.unpack(data)
+    _, labels = read_map(data)
+    labels = full_size_map(labels, header)  # shares of pixels, edge blocks counted as cropped
+    release = release_meta(header.model_hash)
+    gate = _gating_info(layers.get(container.LayerKind.GATING), map_shape(header))
     w, h = header.width, header.height
     payload = sum(len(v) for v in layers.values())
     meta = layers.get(container.LayerKind.METADATA)
@@ -32,6 +38,11 @@ def file_info(data: bytes) -> dict[str, Any]:
         "mode": header.mode,
         "model": header.model_name,
         "model_hash": header.model_hash,
+        "release": (
+            {"name": f"{release['name']}-{release['hash'][:8]}", "date": release["released"]}
+            if release
+            else None
+        ),
         "quality": header.quality,
         "residual": container.ResidualKind.label_of(header.residual_backend),
         "map_scale": header.map_scale,
@@ -42,6 +53,8 @@ def file_info(data: bytes) -> dict[str, Any]:
             for kind, v in layers.items()
         },
         "bpp": bpp(len(data), w, h),
+        "classes": class_shares(labels),
+        "prediction": gate,
     }
 
 
@@ -49,7 +62,7 @@ def format_info(name: str, d: dict[str, Any]) -> str:
     """The human-readable form of file_info."""
     lines = [
         f"{name}: {d['bytes']} bytes, {d['width']}x{d['height']} {d['mode']}, {d['bpp']:.4f} bpp",
-        f"  model      {d['model']} (hash {d['model_hash']})",
+        f"  model      {d['model']} (hash {d['model_hash']}; {_release_text(d['release'])})",
         f"  quality    {d['quality']}, residual {d['residual']}",
         f"  {'header':<12}{d['header_bytes']:>10} bytes  "
         f"{bpp(d['header_bytes'], d['width'], d['height']):.4f} bpp",
@@ -57,7 +70,41 @@ def format_info(name: str, d: dict[str, Any]) -> str:
     for kind, v in d["layers"].items():
         lines.append(f"  {kind:<12}{v['bytes']:>10} bytes  {v['bpp']:.4f} bpp")
     lines.append(f"  {'total':<12}{d['bytes']:>10} bytes  {d['bpp']:.4f} bpp")
+    p = d.get("prediction")
+    if p is not None:
+        shares = ", ".join(f"{k} {100 * v:.0f} %" for k, v in p["shares"].items())
+        lines.append(
+            f"  prediction {shares} of {p['tiles']} tiles of {p['tile_px']} px"
+            + ("; no compact layer (no tile uses the base)" if not p["compact"] else "")
+        )
+    if d.get("classes"):
+        shares = ", ".join(f"{k} {100 * v:.1f} %" for k, v in d["classes"].items())
+        lines.append(f"  classes    {shares}")
     if d.get("metadata"):
         kept = ", ".join(f"{k.upper()} {n} bytes" for k, n in d["metadata"].items())
         lines.append(f"  metadata   {kept} (before compression)")
     return "\n".join(lines)
+
+
+def _release_text(release: dict | None) -> str:
+    """'release default-04618992 of 2026-12-01', or why there is none."""
+    if release is None:
+        return "no installed release has this hash"
+    return f"release {release['name']} of {release['date']}" if release["date"] else release["name"]
+
+
+def _gating_info(data: bytes | None, map_shape: tuple[int, int]) -> dict[str, Any] | None:
+    """Tile count, size and mode shares of a gated file (None: the generator everywhere)."""
+    if data is None:
+        return None
+    from .entropy.gating import NONE, decode_modes
+    from .gating import mode_shares
+
+    modes, head = decode_modes(data, *map_shape)
+    return {
+        "tiles": int(modes.size),
+        "tile_px": head.tile_blocks * 8,
+        "blend_radius": head.radius,
+        "shares": mode_shares(modes),
+        "compact": bool((modes != NONE).any()),
+    }

@@ -76,10 +76,10 @@ class SemImageFile(ImageFile.ImageFile):
             if self.fp is None:
                 raise OSError("cannot load this image: file already closed")
             data = self._sem_data
-            from .codec import get_codec
+            from .api import decoder_of
 
             try:
-                decoded = get_codec(self._sem_header.model_name).decode(data).image
+                decoded = decoder_of(data).decode(data).image
             except SemcodecError as exc:  # Pillow callers expect OSError from load()
                 raise OSError(f"cannot decode .sem file: {exc}") from exc
             decoded.load()

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from . import runtime
-from .entropy.compact import ContextModel, table_neighbours
+from .entropy.compact import table_neighbours
+from .entropy.context_model import ContextModel
 from .losses import ms_ssim_scales
 from .models.compnet import quantize_ste
 

@@ -8,10 +8,12 @@ same tiles and the encoder's residual is computed against the decoder's image.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+if TYPE_CHECKING:  # torch is imported by the encoder-side helpers only (the decoder needs none)
+    import torch
 
 MULTIPLE = 8  # the networks' common size multiple (CompNet stride 8, segmentation output stride 8)
 MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/8 needs 4 positions
@@ -94,6 +96,9 @@ def pad_rgb(rgb: np.ndarray) -> np.ndarray:
 
 def to_tensor(rgb: np.ndarray) -> torch.Tensor:
     """(h,w,3) uint8 → (1,3,h,w) float in [0,1], grown to MIN_SIDE by edge replication."""
+    import torch
+    import torch.nn.functional as F
+
     # A copy: image arrays are often read-only views, which torch.from_numpy warns about.
     x = torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).float().div(255.0)[None]
     h, w = x.shape[-2:]

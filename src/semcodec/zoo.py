@@ -19,13 +19,15 @@ import numpy as np
 import torch
 
 from .defaults import DEFAULT_MODEL
-from .entropy.compact import ContextModel, validate_table
+from .entropy.compact import validate_table
+from .entropy.context_model import ContextModel
 from .errors import ModelError
 from .models import fixed
 from .models.compnet import COMPNET_CONFIGS, CompNet
 from .models.fixed import FixedGenerator
 from .models.generator import GENERATOR_CONFIGS, Generator
 from .models.segmentation import SEG_CONFIGS, SegNet
+from .parts import DecoderParts, save_parts
 
 FORMAT = 1
 
@@ -248,3 +250,30 @@ def load_bundle(name_or_path: str = DEFAULT_MODEL) -> ModelBundle:
             raise ModelError(f"unknown model {name_or_path!r} (known: {known})")
         _CACHE[name_or_path] = bundle
         return bundle
+
+
+def decoder_parts(bundle: ModelBundle, released: str = "") -> DecoderParts:
+    """What decoding this bundle's files needs (parts.py), taken from the loaded bundle."""
+    gen = None
+    if bundle.fixed is not None:
+        gen = {k: v.numpy() for k, v in bundle.fixed.state.items()}
+    return DecoderParts(
+        name=bundle.name,
+        hash=bundle.hash,
+        released=released,
+        levels=bundle.levels,
+        channels=bundle.comp.cfg.out_channels,
+        num_classes=bundle.num_classes,
+        compact_table=bundle.compact_table,
+        generator=gen,
+    )
+
+
+def write_decoder_parts(bundle: ModelBundle, folder: Path, released: str) -> Path:
+    """Install a bundle's decoder parts as '<folder>/<name>-<hash8>.npz' (at release)."""
+    if bundle.fixed is None:
+        raise ModelError(f"model {bundle.name!r} has no integer generator: nothing to install")
+    parts = decoder_parts(bundle, released)
+    packed = {k: v.numpy() for k, v in fixed.pack_state(bundle.fixed.state).items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    return save_parts(folder / f"{parts.release}.npz", parts, packed)

@@ -1,9 +1,10 @@
 """Write the conformance files: small .sem files of a shipped model + decoded hashes.
 
-Run ``python tests/conformance/make_files.py [MODEL]`` only when a deliberate model change
+Run ``python tests/conformance/make_files.py [MODEL] [--add]`` only when a deliberate model change
 alters decoding; the new model has a new name/hash, so old files then fail loudly, never
-silently. The default model's files live in this folder, every other model's in a subfolder
-named after it, with fewer cases (its decoder path is the same; its weights are what differ).
+silently. Each release's files live in a folder named after it, '<model>-<hash8>', and stay
+when a newer release replaces the model: files a release wrote must keep decoding. The default
+model gets every case, other models fewer (their decoder path is the same; weights differ).
 The inputs are synthetic (gradients, edges, noise), generated here: no data set is involved.
 """
 
@@ -27,7 +28,15 @@ CASES = {
     "rgba-q70": (40, 32, "RGBA", 70, "avif"),
     "tiny-side": (9, 13, "RGB", 30, "avif"),  # grown to the networks' 32-pixel minimum
     "tiled-base": (1456, 1448, "RGB", 0, "avif"),  # above the tiling threshold: 4 tiles
+    # format version 3: per-tile prediction (gating layer); the first mixes modes, the second
+    # uses no base at all (no compact layer: header + map + gating + residual)
+    "rgb-q40-gated": (192, 128, "RGB", 40, "avif"),
+    "rgb-q50-nocompact": (96, 64, "RGB", 50, "avif"),
 }
+#: cases encoded with a fixed gating configuration (the others with the codec's default)
+GATING = {"rgb-q50-nocompact": {"modes": (2,)}}
+#: cases drawn by ``structured`` (straight edges beside smooth areas) instead of ``synthetic``
+STRUCTURED = ("rgb-q40-gated",)
 
 
 def synthetic(width: int, height: int, mode: str, seed: int) -> Image.Image:
@@ -51,6 +60,18 @@ def synthetic(width: int, height: int, mode: str, seed: int) -> Image.Image:
     return img
 
 
+def structured(width: int, height: int, seed: int) -> Image.Image:
+    """Smooth shading on the left, a fine window-grid façade on the right: the generator
+    predicts the one and not the other, so an encoder picks different modes per tile."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    smooth = np.stack([90 + 0.6 * x, 110 + 0.5 * y, 160 - 0.3 * x], -1)
+    grid = np.where(((x // 6) % 3 == 0) | ((y // 6) % 3 == 0), 230.0, 40.0)[..., None]
+    rgb = np.where((x < width // 2)[..., None], smooth, grid.repeat(3, -1))
+    rgb = rgb + rng.normal(0, 3, (height, width, 3))
+    return Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8), "RGB")
+
+
 def pixel_hash(img: Image.Image) -> str:
     """SHA-256 of mode, size and the raw pixels of a decoded image."""
     a = np.asarray(img)
@@ -62,22 +83,33 @@ def pixel_hash(img: Image.Image) -> str:
 OTHER_MODEL_CASES = ("rgb-base", "rgb-q50-avif", "rgb-q60-native")
 
 
-def folder(model: str) -> Path:
-    """Where a model's conformance files and record live."""
-    return HERE if model == "default" else HERE / model
+def folder(release: str) -> Path:
+    """Where a release's conformance files and record live."""
+    return HERE / release
 
 
-def main(model: str = "default") -> None:
+def main(model: str = "default", add: bool = False) -> None:
+    """Write a model's files; with ``add``, only the cases its folder lacks (a release's
+    existing files are never rewritten: they are what that release wrote)."""
     from semcodec.codec import Codec
+    from semcodec.gating import GatingConfig
 
     codec = Codec(model)
-    out = folder(model)
+    out = folder(f"{codec.bundle.name}-{codec.bundle.hash[:8]}")
     out.mkdir(exist_ok=True)
     record = {"model": codec.bundle.name, "model_hash": codec.bundle.hash, "files": {}}
+    if add and (out / "hashes.json").exists():
+        record = json.loads((out / "hashes.json").read_text())
     for i, (name, (w, h, mode, q, residual)) in enumerate(CASES.items()):
         if model != "default" and name not in OTHER_MODEL_CASES:
             continue
-        data = codec.encode(synthetic(w, h, mode, i), quality=q, residual=residual)
+        if f"{name}.sem" in record["files"]:
+            continue
+        enc = codec
+        if name in GATING:
+            enc = Codec(model, gating_config=GatingConfig(**GATING[name]))
+        picture = structured(w, h, i) if name in STRUCTURED else synthetic(w, h, mode, i)
+        data = enc.encode(picture, quality=q, residual=residual)
         (out / f"{name}.sem").write_bytes(data)
         full = codec.decode(data)
         base = codec.decode(data, layer="base")
@@ -94,4 +126,5 @@ def main(model: str = "default") -> None:
 if __name__ == "__main__":
     import sys
 
-    main(*sys.argv[1:2])
+    args = [a for a in sys.argv[1:] if a != "--add"]
+    main(*args[:1], add="--add" in sys.argv[1:])

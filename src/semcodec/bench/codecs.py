@@ -324,11 +324,13 @@ class SemcodecAdapter(CodecAdapter):
         residual: str = "avif",
         layer: str | None = None,
         effort: int = DEFAULT_EFFORT,
+        gating: Any = None,
     ):
         self.model = model
         self.residual = residual
         self.layer = layer
         self.effort = effort
+        self.gating = gating  # a gating.GatingConfig, None: the codec's default
         self._codec: Any = None
         self._last: tuple[bytes, dict[str, int]] | None = None
         if layer == "base":
@@ -360,7 +362,7 @@ class SemcodecAdapter(CodecAdapter):
         if self._codec is None:
             from semcodec.codec import Codec
 
-            self._codec = Codec(model=self.model, effort=self.effort)
+            self._codec = Codec(model=self.model, effort=self.effort, gating_config=self.gating)
         return self._codec
 
     def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
@@ -409,6 +411,58 @@ class SemcodecAdapter(CodecAdapter):
         if self._codec is not None:
             bundle = getattr(self._codec, "bundle", None)
             d["model_hash"] = getattr(bundle, "hash", None)
+        return d
+
+
+class ResidualCoderAdapter(CodecAdapter):
+    """semcodec's residual coder on the image itself: the reference of the prediction value.
+
+    The residual layer codes x − prediction (+128 in its 8-bit mapping); with a flat
+    prediction of 128 it codes the image itself, with the same quality mapping, effort, 4:4:4
+    and thread count as inside semcodec. Bytes are the residual payload alone, so comparing
+    them with semcodec's residual bytes at equal quality tells what the base layer saves the
+    residual coder (``results.prediction_value``).
+    """
+
+    name = "residual-coder"
+    default_settings = SemcodecAdapter.default_settings
+
+    def __init__(self, residual: str = "avif", effort: int = DEFAULT_EFFORT):
+        self.residual = residual
+        self.effort = effort
+        self._shape: tuple[int, int] = (0, 0)
+        self.description = (
+            f"semcodec's {residual} residual coder on the image itself (prediction 128), "
+            f"effort {effort}, setting = quality; bytes = residual payload only"
+        )
+
+    def _backend(self) -> Any:
+        from semcodec.entropy.residual import get_backend
+
+        return get_backend(self.residual)
+
+    def unavailable_reason(self) -> str | None:
+        try:
+            self._backend()
+        except Exception as e:  # noqa: BLE001 - e.g. Pillow without AVIF
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
+        x = np.asarray(rgb, dtype=np.int16) - 128
+        self._shape = x.shape[:2]
+        return self._backend().encode(x, int(setting), self.effort)
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """The payload does not carry the image size (the container does): the size of the
+        image last encoded is used, as the benchmark decodes each file right after encoding."""
+        h, w = self._shape
+        r = self._backend().decode(data, h, w).astype(np.int32) + 128
+        return np.clip(r, 0, 255).astype(np.uint8)
+
+    def info(self) -> dict[str, Any]:
+        d = super().info()
+        d.update(residual=self.residual, effort=self.effort)
         return d
 
 
@@ -466,11 +520,29 @@ register_codec(
         model=model, residual=residual, effort=effort
     ),
 )
+
+
+def _ungated(model: str = "default", residual: str = "avif", effort: int = DEFAULT_EFFORT, **_):
+    """semcodec with the generator's prediction in every tile (the codec before gating)."""
+    from semcodec.gating import GatingConfig
+
+    a = SemcodecAdapter(model=model, residual=residual, effort=effort, gating=GatingConfig(False))
+    a.name = "semcodec-ungated"
+    a.description += ", gating off"
+    return a
+
+
+register_codec("semcodec-ungated", _ungated)
 register_codec(
     "semcodec-base",
     lambda model="default", residual="avif", **_: SemcodecAdapter(
         model=model, residual=residual, layer="base"
     ),
+)
+
+register_codec(
+    "residual-coder",
+    lambda residual="avif", effort=DEFAULT_EFFORT, **_: ResidualCoderAdapter(residual, effort),
 )
 
 

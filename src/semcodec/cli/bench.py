@@ -418,6 +418,9 @@ def _int_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[
 @click.option("--net-size", default="768x512", show_default=True, callback=_net_size, help="WxH.")
 @click.option("--no-nets", is_flag=True, help="Skip the networks-alone check.")
 @click.option(
+    "--no-startup", is_flag=True, help="Skip the start-up check (whole commands on 64x64)."
+)
+@click.option(
     "--timeout", type=float, default=1800.0, show_default=True, help="Seconds per child process."
 )
 @click.option(
@@ -437,11 +440,12 @@ def speed_command(
     residual: str,
     net_size: tuple[int, int],
     no_nets: bool,
+    no_startup: bool,
     timeout: float,
     out: Path,
 ) -> None:
-    """Speed: encode/decode seconds per stage, peak memory and the networks alone, each
-    configuration in a fresh process."""
+    """Speed: encode/decode seconds per stage, peak memory, the networks alone and the
+    start-up of whole commands on a small file, each configuration in a fresh process."""
     from ..bench import speed
 
     code = speed.measure_and_write(
@@ -456,6 +460,7 @@ def speed_command(
         net_size=net_size,
         nets=not no_nets,
         timeout_s=timeout,
+        startup=not no_startup,
     )
     sys.exit(code)
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from .. import container
 from ..defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
 from ..entropy.residual import BACKENDS
 from ..fileinfo import bpp, file_info, format_info
@@ -95,16 +94,19 @@ class _EncodeTask:
     refine_steps: int = 0
     metadata: frozenset[str] = frozenset(METADATA_KINDS)
     effort: int = DEFAULT_EFFORT
+    gating: bool = True
 
 
 def _encode_work(task: _EncodeTask) -> Outcome:
     """Load, encode (searching quality for a size target) and describe one image."""
     from ..codec import get_codec
+    from ..gating import GatingConfig
     from ..imageio import load_image
     from ..refine import RefineConfig
 
     codec = get_codec(task.model)
     codec.effort = task.effort  # this process's codec, one task at a time
+    codec.gating = GatingConfig(enabled=task.gating)
     codec.progress = tile_progress()
     image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
     residual = task.residual or DEFAULT_RESIDUAL
@@ -225,6 +227,13 @@ def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) ->
     help="Metadata of the input to keep: all, none, or a comma list of icc, exif, xmp "
     "(EXIF orientation is applied to the pixels and stored as 1).",
 )
+@click.option(
+    "--gating/--no-gating",
+    default=True,
+    show_default=True,
+    help="Per 64-pixel tile, code the residual against the generator, the bilinear base or "
+    "nothing, whichever is estimated cheapest (--no-gating: the generator everywhere).",
+)
 @apply_options(io_options)
 @click.pass_context
 def encode(
@@ -240,6 +249,7 @@ def encode(
     refine_steps: int,
     effort: int,
     metadata: frozenset[str],
+    gating: bool,
     jobs: int,
     force: bool,
     quiet: bool,
@@ -265,6 +275,7 @@ def encode(
             refine_steps,
             metadata,
             effort,
+            gating,
         )
 
     run_batch(
@@ -292,6 +303,8 @@ class _DecodeTask:
     layer: str
     fmt: str
     segmentation: bool
+    color: bool = False  # maps as palette images instead of class ids
+    map_size: str = "full"  # --layer map: "full" (image size) or "stored" (1/8)
 
 
 def png_bytes(img: Any, fmt: str = "png", meta: Any = None) -> bytes:
@@ -306,25 +319,53 @@ def png_bytes(img: Any, fmt: str = "png", meta: Any = None) -> bytes:
 
 
 def _decode_work(task: _DecodeTask) -> Outcome:
-    """Decode one .sem file to image bytes (and optionally its colour segmentation map)."""
-    import numpy as np
-
-    from ..codec import get_codec
-
+    """Decode one .sem file to image bytes (and optionally its segmentation map)."""
     data = read_input(task.source, task.data)
-    model = task.model or container.read_header(data).model_name
-    codec = get_codec(model)
-    codec.progress = tile_progress()
-    result = codec.decode(data, layer=task.layer)
+    if task.layer == "map":
+        return _map_work(data, task)
+    dec = _decoder(data, task.model)
+    result = dec.decode(data, layer=task.layer)
     image = result.image
     out = png_bytes(image, task.fmt, result.metadata)
     extra = None
     if task.segmentation:
-        scale = result.header.map_scale
-        full = np.repeat(np.repeat(result.semantic_map, scale, axis=0), scale, axis=1)
-        extra = png_bytes(label_image(full[: image.height, : image.width], color=True))
+        from ..decoder import full_size_map
+
+        extra = png_bytes(
+            label_image(full_size_map(result.semantic_map, result.header), task.color)
+        )
     info = {"width": image.width, "height": image.height, "mode": image.mode, "layer": task.layer}
-    return Outcome(True, out, extra=extra, info=info)
+    from ..entropy.gating import NONE
+
+    warnings = []
+    if task.layer == "base" and result.modes is not None and (result.modes == NONE).all():
+        warnings.append(
+            "the file has no base layer (no tile uses the compact layer): wrote the flat "
+            "prediction the residual was coded against"
+        )
+    return Outcome(True, out, extra=extra, info=info, warnings=warnings)
+
+
+def _decoder(data: bytes, model: str | None):
+    """The file's decoder (api.decoder_of), drawing the tile progress bar."""
+    from ..api import decoder_of
+
+    dec = decoder_of(data, model)
+    dec.progress = tile_progress()
+    return dec
+
+
+def _map_work(data: bytes, task: _DecodeTask) -> Outcome:
+    """--layer map: the class ids (or palette) from the header and map layer alone."""
+    from ..decoder import full_size_map, read_map
+
+    header, labels = read_map(data)
+    if task.map_size == "full":
+        labels = full_size_map(labels, header)
+    out = png_bytes(label_image(labels, task.color))
+    h, w = labels.shape
+    info = {"width": w, "height": h, "mode": "P" if task.color else "L", "layer": "map"}
+    return Outcome(True, out, info=info)
 
 
 def _decode_worker(task: _DecodeTask) -> Outcome:
@@ -356,17 +397,30 @@ def _output_format(fmt: str | None, output: str | None) -> str:
 @click.argument("inputs", nargs=-1, required=True, metavar="IN...")
 @click.option(
     "--layer",
-    type=click.Choice(["full", "base"]),
+    type=click.Choice(["full", "base", "map"]),
     default="full",
     show_default=True,
-    help="base: the generator's reconstruction only (map + compact layers), no residual.",
+    help="base: the generator's reconstruction only (map + compact layers), no residual; "
+    "map: the semantic map alone as class ids (8-bit grey PNG), no generator.",
 )
 @click.option(
     "--segmentation",
     "segmentation",
     metavar="MAP.png",
     default=None,
-    help="Also write the decoded semantic map as a colour PNG (one input only).",
+    help="Also write the decoded semantic map, as class ids (one input only).",
+)
+@click.option(
+    "--color",
+    is_flag=True,
+    help="Maps (--layer map, --segmentation) as palette colours instead of class ids.",
+)
+@click.option(
+    "--map-size",
+    type=click.Choice(["full", "stored"]),
+    default="full",
+    show_default=True,
+    help="--layer map: at image size (nearest) or at the stored 1/8 size.",
 )
 @click.option(
     "--format",
@@ -385,6 +439,8 @@ def decode(
     output_dir: Path | None,
     layer: str,
     segmentation: str | None,
+    color: bool,
+    map_size: str,
     fmt: str | None,
     model: str | None,
     jobs: int,
@@ -393,6 +449,10 @@ def decode(
 ) -> None:
     """Decode .sem files to images (default output: IN with suffix .png; '-' is stdin/stdout)."""
     check_io_args(inputs, output, output_dir)
+    if layer == "map" and segmentation is not None:
+        raise click.UsageError("--layer map writes the map itself; drop --segmentation")
+    if layer == "map" and fmt not in (None, "png"):
+        raise click.UsageError("--layer map writes PNG")
     if segmentation is not None and len(inputs) > 1:
         raise click.UsageError("--segmentation takes one input")
     if segmentation == STDIO:
@@ -404,7 +464,14 @@ def decode(
     def make_task(inp: str, stdin_data: bytes | None) -> _DecodeTask:
         """Bundle one input with the settings for a worker."""
         return _DecodeTask(
-            inp, stdin_data if inp == STDIO else None, model, layer, fmt, segmentation is not None
+            inp,
+            stdin_data if inp == STDIO else None,
+            model,
+            layer,
+            fmt,
+            segmentation is not None,
+            color,
+            map_size,
         )
 
     run_batch(

@@ -1,8 +1,8 @@
-"""A2: context model and lossless coder of the compact representation's integer symbols.
+"""A2: lossless coder of the compact representation's integer symbols (numpy, no torch).
 
 One probability model serves training and coding: a table of logits indexed by
 (channel, left neighbour, top neighbour[, top-right neighbour]). Training reads it as a
-differentiable rate term; export freezes it into an integer count table that travels with the
+differentiable rate term (entropy/context_model.py); export freezes it into an integer count table that travels with the
 model, and the coder uses only those integers, so every machine derives bit-identical
 probabilities. The number of neighbours (2 or 3) follows from the table's shape, so a model file
 says which context it was fitted with.
@@ -11,8 +11,6 @@ says which context it was fitted with.
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch import nn
 
 from ..errors import CorruptData
 from .rangecoder import categorical_family, decode_words, encode_words
@@ -52,63 +50,6 @@ def table_neighbours(table: np.ndarray) -> int:
     return next((n for n in NEIGHBOURS if table.shape[1] == k**n), 0)
 
 
-class ContextModel(nn.Module):
-    """Trainable categorical model p(symbol | channel, neighbours) = softmax(logits)."""
-
-    def __init__(self, channels: int, levels: int, neighbours: int = 2):
-        super().__init__()
-        if neighbours not in NEIGHBOURS:
-            raise ValueError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours}")
-        self.channels, self.levels, self.neighbours = channels, levels, neighbours
-        self.logits = nn.Parameter(torch.zeros(channels, (levels + 1) ** neighbours, levels))
-
-    def _contexts(self, hard: torch.Tensor) -> torch.Tensor:
-        """Context indices (B,C,h,w) of hard symbols, computed without gradient."""
-        return _contexts(hard.detach().long(), self.levels, self.neighbours, torch.full_like)
-
-    def bits(self, y: torch.Tensor) -> torch.Tensor:
-        """Total bits of continuous symbols y (B,C,h,w) in [0, L-1]; differentiable in y and logits.
-
-        The hard symbol round(y) is what gets coded; the gradient with respect to y comes from
-        interpolating the log-probabilities of the two integer levels around y.
-        """
-        L = self.levels
-        y = y.float().clamp(0, L - 1)
-        hard = torch.round(y)
-        ctx = self._contexts(hard)
-        logp = torch.log_softmax(self.logits.float(), -1)  # (C, K, L)
-        b, c, h, w = y.shape
-        ch = torch.arange(c, device=y.device).view(1, c, 1, 1).expand(b, c, h, w)
-        table = logp[ch, ctx]  # (B,C,h,w,L)
-        lo = torch.floor(y).clamp(0, L - 1)
-        hi = (lo + 1).clamp(max=L - 1)
-        f = y - lo
-        lp_hard = table.gather(-1, hard.long().unsqueeze(-1)).squeeze(-1)  # trains the table
-        tdet = table.detach()
-        lp_lo = tdet.gather(-1, lo.long().unsqueeze(-1)).squeeze(-1)
-        lp_hi = tdet.gather(-1, hi.long().unsqueeze(-1)).squeeze(-1)
-        interp = (1 - f) * lp_lo + f * lp_hi
-        lp = lp_hard + interp - interp.detach()  # value: exact; gradient in y: interpolated
-        return -lp.sum() / np.log(2.0)
-
-    @torch.no_grad()
-    def load_integer_table(self, table: np.ndarray) -> None:
-        """Set the logits to a frozen table's log-probabilities (to fine-tune a shipped model)."""
-        if tuple(table.shape) != tuple(self.logits.shape):
-            raise ValueError(
-                f"table of shape {tuple(table.shape)} does not fit a context model of "
-                f"{self.neighbours} neighbours {tuple(self.logits.shape)}"
-            )
-        t = torch.from_numpy(np.asarray(table, np.float64))
-        self.logits.copy_(torch.log(t / t.sum(-1, keepdim=True)).float())
-
-    @torch.no_grad()
-    def integer_table(self) -> np.ndarray:
-        """Freeze the model into int32 counts (C, (L+1)^n, L), each at least 1."""
-        p = torch.softmax(self.logits.double(), -1).numpy()
-        return np.maximum(1, np.floor(p * TABLE_PRECISION)).astype(np.int32)
-
-
 def _probabilities(table: np.ndarray, channel: np.ndarray, ctx: np.ndarray) -> np.ndarray:
     """Rows of float64 probabilities from integer counts (one exact division per entry)."""
     counts = table[channel, ctx].astype(np.float64)
@@ -145,20 +86,27 @@ def check_payload_size(data: bytes, table: np.ndarray, count: int, what: str) ->
         )
 
 
-def encode_compact(symbols: np.ndarray, table: np.ndarray) -> bytes:
-    """Code (C,h,w) symbols in channel-major raster order with the integer context table."""
+def encode_compact(symbols: np.ndarray, table: np.ndarray, used: np.ndarray | None = None) -> bytes:
+    """Code (C,h,w) symbols in channel-major raster order with the integer context table.
+
+    ``used`` (h,w) bool, where given, selects the positions coded (the gating layer's tiles
+    that use the base); the others are not coded and count as 'outside' in the contexts.
+    """
     c, h, w = symbols.shape
     levels = table.shape[-1]
     validate_table(table, c, levels)
     s = symbols.astype(np.int64)
     if s.size and (s.min() < 0 or s.max() >= levels):
         raise ValueError("compact symbols out of range")
-    if s.size == 0:
+    if used is not None:
+        s = np.where(used[None], s, levels)
+    if s.size == 0 or (used is not None and not used.any()):
         return b""
-    ctx = context_index(s, levels, table_neighbours(table)).reshape(-1)
-    ch = np.repeat(np.arange(c), h * w)
-    probs = _probabilities(table, ch, ctx)
-    return encode_words(s.reshape(-1).astype(np.int32), categorical_family(), probs)
+    ctx = context_index(s, levels, table_neighbours(table))
+    ch = np.broadcast_to(np.arange(c)[:, None, None], s.shape)
+    keep = np.ones(s.shape, bool) if used is None else np.broadcast_to(used[None], s.shape)
+    probs = _probabilities(table, ch[keep], ctx[keep])
+    return encode_words(s[keep].astype(np.int32), categorical_family(), probs)
 
 
 def _above_context(row_above: np.ndarray | None, w: int, levels: int, n: int) -> np.ndarray:
@@ -171,13 +119,24 @@ def _above_context(row_above: np.ndarray | None, w: int, levels: int, n: int) ->
     return above[:w] * (levels + 1) + above[1:]
 
 
-def decode_compact(data: bytes, shape: tuple[int, int, int], table: np.ndarray) -> np.ndarray:
-    """Inverse of encode_compact; the context of each symbol comes from symbols already decoded."""
+def decode_compact(
+    data: bytes,
+    shape: tuple[int, int, int],
+    table: np.ndarray,
+    used: np.ndarray | None = None,
+) -> np.ndarray:
+    """Inverse of encode_compact; the context of each symbol comes from symbols already decoded.
+
+    Positions ``used`` does not select are not in the payload: they come back as ``levels``
+    ('outside'), for the caller to fill (gating.fill_symbols).
+    """
     c, h, w = shape
     levels = table.shape[-1]
     validate_table(table, c, levels)
     out = np.zeros((c, h, w), np.int64)
-    if out.size == 0:
+    if used is not None:
+        out[:] = levels
+    if out.size == 0 or (used is not None and not used.any()):
         if data:
             raise CorruptData("compact layer: unexpected data for an empty representation")
         return out
@@ -193,8 +152,12 @@ def decode_compact(data: bytes, shape: tuple[int, int, int], table: np.ndarray) 
             plane = out[k]
             for i in range(h):
                 rest = _above_context(plane[i - 1] if i else None, w, levels, n).tolist()
+                row_used = None if used is None else used[i].tolist()
                 left = levels
                 for j in range(w):
+                    if row_used is not None and not row_used[j]:
+                        left = levels
+                        continue
                     sym = int(dec.decode(fam, tab[left * stride + rest[j]][None])[0])
                     plane[i, j] = sym
                     left = sym

@@ -31,12 +31,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import intgen
 from .compnet import dequantize
 from .generator import RGB, Generator
 
-ACC_LIMIT = (1 << 24) - 1  # largest |partial sum| an fp32 accumulator holds exactly
-FACTOR = 8  # compact layer → pixels
-ENH_SHIFT = 16  # the enhancement leaves the last conv on a grid of 2**-16 (of the [-1, 1] range)
+ACC_LIMIT = intgen.ACC_LIMIT  # largest |partial sum| an fp32 accumulator holds exactly
+FACTOR = intgen.FACTOR  # compact layer → pixels
+ENH_SHIFT = intgen.ENH_SHIFT  # the last conv's grid: 2**-16 of the [-1, 1] range
+base_step = intgen.base_step
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,6 @@ def supports(gen: Generator) -> bool:
         and c.factor == FACTOR
         and FACTOR % c.space_to_depth == 0
     )
-
-
-def base_step(levels: int) -> int:
-    """Power of two dividing the integer base before conv 0 (about 240 steps over [-1, 1])."""
-    return 1 << max(0, math.ceil(math.log2(levels - 1)))
 
 
 def _axis_taps(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -166,18 +163,7 @@ class FixedGenerator:
 
     def check(self) -> None:
         """Refuse a table whose accumulators could leave fp32's exact integers."""
-        m = self.meta
-        s2 = m["s2d"] ** 2
-        q_b = 256 * (m["levels"] - 1) // base_step(m["levels"])
-        first = np.array([q_b] * (self.channels * s2) + [1] * (m["classes"] * s2))
-        bounds = [self.convs[0].bound(first)]
-        width = self.convs[0].weight.shape[0]
-        for i in range(m["blocks"]):
-            bounds.append(self.convs[1 + 2 * i].bound(np.full(width, m["input_max"])))
-            bounds.append(self.convs[2 + 2 * i].bound(np.full(width, m["act_max"])))
-        bounds.append(self.convs[-1].bound(np.full(width, m["input_max"])))
-        if max(bounds) > ACC_LIMIT:
-            raise ValueError(f"integer generator table exceeds 2**24 (bound {max(bounds)})")
+        intgen.check_table({k: v.numpy() for k, v in self.state.items()})
 
     @torch.no_grad()
     def forward(self, symbols: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -227,7 +213,7 @@ def _to_pixels(u: torch.Tensor, enh: torch.Tensor, levels: int) -> torch.Tensor:
     return _round_div(num, 2 * k * (1 << ENH_SHIFT)).clamp_(0, 255).to(torch.uint8)
 
 
-_META = ("levels", "classes", "s2d", "blocks", "act_max", "input_max")
+_META = intgen.META
 
 
 def pack_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -250,32 +236,9 @@ def pack_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def unpack_state(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Inverse of pack_state; ValueError on a malformed block (sizes are checked first)."""
-    import zstandard
-
-    shapes = [tuple(int(v) for v in s) for s in packed["weights_shape"].tolist()]
-    bits = int(packed["weights_bits"])
-    if bits not in (16, 32) or any(len(s) != 4 or min(s) < 1 for s in shapes):
-        raise ValueError("bad weight block header")
-    size = sum(math.prod(s) for s in shapes) * bits // 8
-    if size > 1 << 28:
-        raise ValueError("weight block too large")
-    try:
-        blob = zstandard.ZstdDecompressor().decompress(
-            packed["weights_zst"].numpy().tobytes(), max_output_size=size
-        )
-    except zstandard.ZstdError as exc:
-        raise ValueError(f"weight block: {exc}") from None
-    if len(blob) != size:
-        raise ValueError("weight block has the wrong size")
-    flat = np.frombuffer(blob, np.int16 if bits == 16 else np.int32).astype(np.int32)
-    state = {k: v for k, v in packed.items() if not k.startswith("weights_")}
-    at = 0
-    for i, s in enumerate(shapes):
-        n = math.prod(s)
-        state[f"c{i}.w"] = torch.from_numpy(flat[at : at + n].reshape(s).copy())
-        at += n
-    return state
+    """Inverse of pack_state (intgen.unpack_table); ValueError on a malformed block."""
+    arrays = intgen.unpack_table({k: v.numpy() for k, v in packed.items()})
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
 
 
 # ----- conversion from a float generator (at export, or at load for random test bundles) -------
@@ -396,3 +359,24 @@ def synthetic_calibration(
         labels = F.interpolate(labels[:, None].float(), size=(side, side), mode="nearest")[:, 0]
         out.append((symbols, labels.to(torch.int64)))
     return out
+
+
+def kernel_of(fixed_gen: FixedGenerator):
+    """The decoder's generator kernel (decoder.GeneratorKernel) running this table in torch."""
+    from .. import runtime
+
+    def run(symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        sym = torch.from_numpy(np.ascontiguousarray(symbols, np.int64))[None]
+        lab = torch.from_numpy(np.ascontiguousarray(labels, np.int64))[None]
+        with runtime.generator_heap():
+            v = fixed_gen.forward(sym, lab)[0]
+        return v.permute(1, 2, 0).numpy()
+
+    return run
+
+
+def torch_kernel(state: dict[str, np.ndarray]):
+    """The kernel of a numpy integer table (decoder parts) in torch."""
+    return kernel_of(
+        FixedGenerator({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()})
+    )

@@ -8,16 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-NUM_CLASSES = 11  # CamVid's 11 classes; the network never predicts void
-VOID = 11  # label value ignored in training and evaluation
-CLASS_NAMES = (
-    "sky", "building", "pole", "road", "pavement", "tree",
-    "signsymbol", "fence", "car", "pedestrian", "bicyclist",
-)  # fmt: skip
-PALETTE = (
-    (128, 128, 128), (128, 0, 0), (192, 192, 128), (128, 64, 128), (60, 40, 222), (128, 128, 0),
-    (192, 128, 128), (64, 64, 128), (64, 0, 128), (64, 64, 0), (0, 128, 192), (0, 0, 0),
-)  # fmt: skip
+from ..classes import CLASSES, NUM_CLASSES, PALETTE, VOID  # noqa: F401
+from .efficientnet import EfficientNetLite0, load_into
+
+CLASS_NAMES = CLASSES  # the name training and evaluation code use
 
 
 @dataclass(frozen=True)
@@ -33,6 +27,8 @@ class SegConfig:
     atrous_rates: tuple[int, ...] = (4, 6, 8, 12)  # B7
     num_classes: int = NUM_CLASSES
     output_stride: int = 8
+    backbone: str = "resnet"  # "resnet" (DilatedResNet) or "lite0" (EfficientNet-Lite0 + FPN)
+    fpn_width: int = 96  # lite0: channels of the stride-8 map merged from strides 8, 16, 32
 
 
 SEG_CONFIGS: dict[str, SegConfig] = {
@@ -41,6 +37,10 @@ SEG_CONFIGS: dict[str, SegConfig] = {
     ),
     "default": SegConfig(),
     "tiny": SegConfig(layers=(1, 1, 1, 1), widths=(8, 8, 16, 16), stem_width=8, gru_hidden=8),
+    # v2: both branches start from ImageNet EfficientNet-Lite0 (B10), a light top-down merge
+    # to stride 8, narrower ReNet GRUs for CPU speed
+    "lite0": SegConfig(backbone="lite0", gru_hidden=64, fpn_width=96),
+    "lite0-tiny": SegConfig(backbone="lite0", gru_hidden=8, fpn_width=8),
 }
 
 
@@ -127,6 +127,35 @@ class DilatedResNet(nn.Module):
         return self.layer4(self.layer3(self.layer2(self.layer1(x))))
 
 
+class LiteFPN(nn.Module):
+    """B4 on EfficientNet-Lite0: strides 32 and 16 merged top-down into the stride-8 map.
+
+    The backbone keeps ImageNet's strides (no dilation) and its coarse maps are added back at
+    stride 8, so the head still sees 1/8 resolution at a fraction of a dilated network's cost.
+    """
+
+    def __init__(self, cfg: SegConfig):
+        super().__init__()
+        self.net = EfficientNetLite0(head=False)
+        self.lateral = nn.ModuleList(
+            nn.Conv2d(c, cfg.fpn_width, 1, bias=False) for c in self.net.tap_channels
+        )
+        self.bn = nn.BatchNorm2d(cfg.fpn_width)
+        self.out_channels = cfg.fpn_width
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f8, f16, f32 = self.net.features(x)
+        y = self.lateral[2](f32)
+        y = _up(y, f16) + self.lateral[1](f16)
+        y = _up(y, f8) + self.lateral[0](f8)
+        return F.relu(self.bn(y))
+
+
+def _up(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Bilinear resize of x to the spatial size of `like`."""
+    return F.interpolate(x, size=like.shape[-2:], mode="bilinear", align_corners=False)
+
+
 def coord_channels(h: int, w: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """B5: rows i and columns j scaled to [-1, 1], and r = sqrt(i^2 + j^2); shape (3, h, w)."""
     i = _scaled_index(h, device, dtype)
@@ -202,7 +231,7 @@ class Branch(nn.Module):
 
     def __init__(self, cfg: SegConfig):
         super().__init__()
-        self.backbone = DilatedResNet(cfg)
+        self.backbone = LiteFPN(cfg) if cfg.backbone == "lite0" else DilatedResNet(cfg)
         self.coord = CoordConcat()
         self.renet1 = ReNet(self.backbone.out_channels + 3, cfg.gru_hidden)
         self.renet2 = ReNet(self.renet1.out_channels + 3, cfg.gru_hidden)
@@ -277,3 +306,13 @@ def load_backbone_weights(net: SegNet, state: dict[str, torch.Tensor]) -> list[s
                 loaded.append(k)
         branch.backbone.load_state_dict(own)
     return sorted(set(loaded))
+
+
+def load_imagenet_weights(net: SegNet, state: dict[str, torch.Tensor]) -> list[str]:
+    """B10 for lite0 configurations: the ImageNet EfficientNet-Lite0 in both branches."""
+    loaded: list[str] = []
+    for branch in (net.rgb, net.gray):
+        if not isinstance(branch.backbone, LiteFPN):
+            raise ValueError("ImageNet EfficientNet-Lite0 weights need a 'lite0' configuration")
+        loaded = load_into(branch.backbone.net, state)
+    return loaded

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..entropy.compact import ContextModel, table_neighbours
+from ..entropy.compact import table_neighbours
+from ..entropy.context_model import ContextModel
 from ..losses import (
     LossWeights,
     PerceptualLoss,

@@ -20,6 +20,7 @@ from ..models.segmentation import (
     SegNet,
     build_segnet,
     load_backbone_weights,
+    load_imagenet_weights,
 )
 from ..segment import full_resolution_labels
 from .common import (
@@ -48,6 +49,10 @@ class SegTrainConfig:
     class_weight_power: float = 0.5  # 0 disables class balancing (plain B11 cross-entropy)
     bf16: bool = True
     seed: int = 0
+    optimizer: str = "sgd"  # "sgd" (B12: momentum SGD, poly) or "adamw" (poly too)
+    backbone_lr: float = 1.0  # multiplier of lr for pretrained backbone parameters
+    imagenet: bool = True  # lite0 configurations: start from the ImageNet EfficientNet-Lite0
+    splits: str = "train+val"  # CamVid splits trained on ("train" keeps val for choices)
 
 
 def seg_loss(
@@ -55,6 +60,24 @@ def seg_loss(
 ) -> torch.Tensor:
     """B11 L1: pixel-wise cross-entropy over the labelled pixels (void ignored)."""
     return F.cross_entropy(logits.float(), target, weight=weight, ignore_index=VOID)
+
+
+def state_path_missing(out: Path, resume: bool) -> bool:
+    """True when training starts afresh (no checkpoint to resume from)."""
+    return not (resume and (out / "seg-checkpoint.pt").exists())
+
+
+def make_optimizer(net: SegNet, cfg: SegTrainConfig) -> torch.optim.Optimizer:
+    """SGD or AdamW, with the pretrained backbones' learning rate scaled by backbone_lr."""
+    back = [p for n, p in net.named_parameters() if ".backbone.net." in n]
+    ids = {id(p) for p in back}
+    rest = [p for p in net.parameters() if id(p) not in ids]
+    groups = [{"params": rest, "lr_scale": 1.0}]
+    if back:
+        groups.append({"params": back, "lr_scale": cfg.backbone_lr})
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
 def train_step(net, opt, x, y, weight, device, bf16: bool) -> float:
@@ -84,9 +107,9 @@ def train_seg(
     if synthetic or data is None:
         images, labels = synthetic_segmentation(16, 64, 64, seed=cfg.seed)
     else:
-        ti, tl = read_split(data, "train")
-        vi, vl = read_split(data, "val")
-        images, labels = np.concatenate([ti, vi]), np.concatenate([tl, vl])
+        parts = [read_split(data, sp) for sp in cfg.splits.split("+")]
+        images = np.concatenate([p[0] for p in parts])
+        labels = np.concatenate([p[1] for p in parts])
     weight = (
         class_weights(labels, NUM_CLASSES, cfg.class_weight_power)
         if cfg.class_weight_power
@@ -97,9 +120,11 @@ def train_seg(
         load_backbone_weights(
             net, torch.load(backbone_weights, map_location="cpu", weights_only=True)
         )
-    opt = torch.optim.SGD(
-        net.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-    )
+    if cfg.imagenet and net.cfg.backbone == "lite0" and state_path_missing(out, resume):
+        from ..models.efficientnet import load_pretrained_state
+
+        load_imagenet_weights(net, load_pretrained_state())
+    opt = make_optimizer(net, cfg)
     ckpt_path = out / "seg-checkpoint.pt"
     step = 0
     state = load_checkpoint(ckpt_path) if resume else None
@@ -116,7 +141,7 @@ def train_seg(
     while step < cfg.iters:
         lr = poly_lr(cfg.lr, step, cfg.iters)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         x, y = aug(images, labels, cfg.batch)
         loss = train_step(model, opt, x, y, weight, device, cfg.bf16)
         step += 1
@@ -197,12 +222,49 @@ def export_seg_weights(ckpt: Path, dest: Path) -> None:
 @click.option("--bf16/--no-bf16", default=True, show_default=True)
 @click.option("--synthetic", is_flag=True, help="tiny synthetic data (smoke tests)")
 @click.option("--save-every", default=300.0, show_default=True, help="seconds between checkpoints")
+@click.option("--optimizer", type=click.Choice(["sgd", "adamw"]), default="sgd", show_default=True)
+@click.option(
+    "--backbone-lr", default=1.0, show_default=True, help="lr multiplier, pretrained part"
+)
+@click.option(
+    "--imagenet/--no-imagenet",
+    default=True,
+    show_default=True,
+    help="lite0 configurations: start from the pinned ImageNet EfficientNet-Lite0",
+)
+@click.option("--splits", default="train+val", show_default=True, help="CamVid splits, '+'-joined")
 def seg_command(
-    data, out, model, iters, batch, lr, crop, resume, backbone_weights, bf16, synthetic, save_every
+    data,
+    out,
+    model,
+    iters,
+    batch,
+    lr,
+    crop,
+    resume,
+    backbone_weights,
+    bf16,
+    synthetic,
+    save_every,
+    optimizer,
+    backbone_lr,
+    imagenet,
+    splits,
 ):
     """Train the segmentation network (design B) on CamVid."""
     ch, cw = (int(v) for v in crop.lower().split("x"))
-    cfg = SegTrainConfig(model=model, iters=iters, batch=batch, lr=lr, crop=(ch, cw), bf16=bf16)
+    cfg = SegTrainConfig(
+        model=model,
+        iters=iters,
+        batch=batch,
+        lr=lr,
+        crop=(ch, cw),
+        bf16=bf16,
+        optimizer=optimizer,
+        backbone_lr=backbone_lr,
+        imagenet=imagenet,
+        splits=splits,
+    )
     out.mkdir(parents=True, exist_ok=True)
     train_seg(
         cfg, data, out, resume, backbone_weights, save_every, synthetic, log=out / "log.jsonl"

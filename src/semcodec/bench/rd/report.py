@@ -118,7 +118,30 @@ def format_table(result: Mapping[str, Any]) -> str:
                 why = e[metric][method]["reason"]
                 if why:
                     lines.append(f"  {metric}/{method}: {why}")
+    lines += prediction_lines(result.get("prediction"))
     return "\n".join(lines)
+
+
+def prediction_lines(pv: Mapping[str, Any] | None, markdown: bool = False) -> list[str]:
+    """The base layer's prediction value, per image and mean (results.prediction_value)."""
+    if not pv:
+        return []
+    anchor = pv.get("anchor")
+    head = (
+        f"Prediction value: BD-rate (PSNR, pchip, %) of {pv['codec']}'s residual bytes alone "
+        f"against {pv['reference']} (its residual coder on the image itself); negative = the "
+        "base layer saves the residual coder bytes"
+        + (f". Whole file: {pv['codec']} against {anchor}." if anchor else ".")
+    )
+    rows = [(k, v.get("prediction"), v.get("whole_file")) for k, v in pv["per_image"].items()]
+    rows.append(("mean", pv.get("mean_prediction"), pv.get("mean_whole_file")))
+    if markdown:
+        out = ["", head, "", "| image | prediction value | whole file |", "|---|---:|---:|"]
+        out += [f"| {k} | {fmt(p, '+.1f')} | {fmt(w, '+.1f')} |" for k, p, w in rows]
+        return out
+    out = ["", head, f"{'image':<14}{'prediction':>12}{'whole file':>12}"]
+    out += [f"{k:<14}{fmt(p, '+.1f'):>12}{fmt(w, '+.1f'):>12}" for k, p, w in rows]
+    return out
 
 
 def _md_ms(x: Any) -> str:
@@ -206,6 +229,7 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
             lb = r["layer_bpp"]
             cells = " | ".join(fmt(lb.get(k), ".4f") for k in LAYERS)
             lines.append(f"| {codec} | {r['setting']} | {fmt(r['bpp'], '.4f')} | {cells} |")
+    lines += prediction_lines(result.get("prediction"), markdown=True)
     return "\n".join(lines) + "\n"
 
 

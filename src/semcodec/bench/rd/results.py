@@ -209,6 +209,83 @@ def bd_against(
     return out
 
 
+def _image_curve(
+    records: Sequence[Mapping[str, Any]],
+    codec: str,
+    image: str,
+    size: tuple[int, int],
+    layer: str | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bpp, PSNR) of one codec on one image; bpp of one layer's bytes when `layer` is given."""
+    rs = [r for r in records if r["codec"] == codec and r["image"] == image and not r.get("error")]
+    rs.sort(key=lambda r: num(r.get("bytes")))
+    if layer is None:
+        rates = [num(r.get("bpp")) for r in rs]
+    else:
+        rates = [bpp((r.get("layer_bytes") or {}).get(layer, 0), *size) for r in rs]
+    return np.array(rates), np.array([_stored(r, "psnr") for r in rs])
+
+
+def _bd_value(
+    anchor: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], min_points: int
+) -> float | None:
+    """BD-rate (PSNR, PCHIP) of one curve pair, None where it cannot be computed."""
+    r = bd_rate_result(*anchor, *test, method="pchip", min_points=min_points)
+    return finite(r.value)
+
+
+def prediction_value(
+    records: Sequence[Mapping[str, Any]],
+    sizes: Mapping[str, tuple[int, int]],
+    codec: str = "semcodec",
+    reference: str = "residual-coder",
+    anchor: str | None = "avif",
+    min_points: int = 4,
+) -> dict[str, Any] | None:
+    """What the base layer is worth to the residual coder, per image and as a mean.
+
+    ``prediction``: BD-rate (PSNR, PCHIP) of semcodec's residual bytes alone against the
+    residual coder coding the image itself with the same settings (negative: the base saves
+    the residual coder that share of its bytes). ``whole_file``: BD-rate of semcodec's whole
+    files against ``anchor`` on the same image.
+    """
+    have = {r["codec"] for r in records if not r.get("error")}
+    if codec not in have or reference not in have:
+        return None
+    per_image: dict[str, dict[str, float | None]] = {}
+    for image, size in sizes.items():
+        mine = _image_curve(records, codec, image, size, "residual")
+        ref = _image_curve(records, reference, image, size, None)
+        row = {"prediction": _bd_value(ref, mine, min_points)}
+        if anchor in have:
+            whole = _image_curve(records, codec, image, size, None)
+            row["whole_file"] = _bd_value(
+                _image_curve(records, anchor, image, size, None), whole, min_points
+            )
+        per_image[image] = row
+
+    def mean(key: str) -> float | None:
+        vals = [v[key] for v in per_image.values() if v.get(key) is not None]
+        return finite(float(np.mean(vals))) if vals else None
+
+    def worst(key: str) -> list | None:
+        vals = [(v[key], k) for k, v in per_image.items() if v.get(key) is not None]
+        return list(max(vals)[::-1]) if vals else None
+
+    return {
+        "codec": codec,
+        "reference": reference,
+        "anchor": anchor if anchor in have else None,
+        "metric": "psnr",
+        "method": "pchip",
+        "per_image": per_image,
+        "mean_prediction": mean("prediction"),
+        "mean_whole_file": mean("whole_file"),
+        "worst_prediction": worst("prediction"),
+        "worst_whole_file": worst("whole_file"),
+    }
+
+
 def fmt(x: Any, spec: str) -> str:
     """Format a possibly-null number for the text table."""
     return "—" if x is None else format(x, spec)

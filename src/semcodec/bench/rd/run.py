@@ -22,6 +22,7 @@ from semcodec.bench.rd.results import (
     bd_against,
     bpp,
     jsonable,
+    prediction_value,
     utc_now,
 )
 from semcodec.defaults import DEFAULT_EFFORT
@@ -260,5 +261,6 @@ def run_benchmark(
         "records": records,
         "aggregate": agg,
         "bd": bd_against(agg, anchor, min_points=min_points),
+        "prediction": prediction_value(records, sizes, anchor=anchor, min_points=min_points),
     }
     return jsonable(result)

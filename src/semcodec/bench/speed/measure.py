@@ -1,8 +1,8 @@
-"""Speed benchmark: end-to-end and per-stage encode/decode times, peak memory, networks alone.
+"""Speed benchmark, measuring: end-to-end and per-stage encode/decode times, peak memory,
+networks alone. ``report.py`` formats what this measures; ``startup.py`` times whole commands.
 
 Run as ``semcodec bench speed --images DIR [--model default] [--limit N] [--qualities 0,50]
-[--threads 2] [--repeats 3] [--out bench-out/speed.json]`` (or ``python -m semcodec.bench.speed``
-with the same options).
+[--threads 2] [--repeats 3] [--out bench-out/speed.json]``.
 
 Every configuration (one image at one quality, or one set of networks) runs in a fresh child
 process so that its peak resident memory is its own: the parent reads the child's
@@ -54,7 +54,6 @@ __all__ = [
     "library_versions",
     "default_weights_available",
     "run_speed",
-    "format_speed_table",
     "measure_and_write",
     "main",
 ]
@@ -297,9 +296,18 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
         dec_t.append(c - b)
         enc_c.append(bc - ac)
         dec_c.append(cc - bc)
+    from semcodec.decoder import full_size_map, read_map
+
+    map_t = []
+    for _ in range(max(3, spec["repeats"])):
+        a = time.perf_counter()
+        header, labels = read_map(data)
+        full_size_map(labels, header)
+        map_t.append(time.perf_counter() - a)
     h, w = rgb.shape[:2]
     return {
         "image": Path(spec["image"]).stem,
+        "map_decode_s": round(_median(map_t), 6),
         "width": w,
         "height": h,
         "quality": q,
@@ -465,6 +473,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "decode_cpu_s": round(mean(r.get("decode_cpu_s", math.nan) for r in rs), 6),
             "model_load_s": round(mean(r["model_load_s"] for r in rs), 4),
             "import_s": round(mean(r["import_s"] for r in rs), 4),
+            "map_decode_s": round(mean(r.get("map_decode_s", math.nan) for r in rs), 6),
             "peak_rss_mib": max(rss) if rss else None,
             "encode_stages": {
                 s: round(mean(r["encode_stages"][s] for r in rs), 6) for s in ENCODE_STAGES
@@ -541,8 +550,9 @@ def run_speed(
     nets: bool = True,
     timeout_s: float | None = 1800.0,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+    startup: bool = True,
 ) -> dict[str, Any]:
-    """Measure every image × quality in its own process, then the networks alone."""
+    """Measure every image × quality in its own process, the networks alone, then start-up."""
     requested, note = model, None
     if model == "default" and not default_weights_available():
         model = "tiny"
@@ -596,6 +606,14 @@ def run_speed(
             else:
                 log(f"  warning: networks {s['label']}: {r['error']}")
             networks.append(r)
+    started_up = None
+    if startup:
+        from .startup import measure_startup
+
+        log("  start-up: whole commands on a 64x64 file …")
+        started_up = measure_startup(model, threads, repeats)
+        if started_up.get("error"):
+            log(f"  warning: start-up: {started_up['error']}")
     finished = machine_info()
     return {
         "schema": SCHEMA,
@@ -622,6 +640,7 @@ def run_speed(
         "summary": _summary(runs),
         "codec_targets": _codec_verdicts(_summary(runs)),
         "networks": networks,
+        "startup": started_up,
     }
 
 
@@ -638,122 +657,6 @@ def _codec_verdicts(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _ms(x: float | None) -> str:
-    """Seconds as a right-aligned millisecond cell."""
-    return "—" if x is None else f"{x * 1e3:.1f}"
-
-
-def format_speed_table(result: dict[str, Any]) -> str:
-    """Text report: per image, per quality stages (wall and CPU), then networks vs targets."""
-    cfg, m = result["config"], result["machine"]
-    requested = cfg["model_requested"]
-    lines = [
-        f"semcodec speed — model {cfg['model']}"
-        + (f" (requested {requested})" if cfg["model"] != requested else "")
-        + f", {cfg['threads']} threads, median of {cfg['repeats']} after a warm-up",
-        f"machine: {m['cpu']}, {m['usable_cpus']} usable CPUs, {m['ram_gib']} GiB RAM, "
-        f"load average {m['loadavg']} → {m.get('loadavg_after')}",
-        "times in ms: wall clock, and CPU (process time, all threads; robust to a busy machine)",
-    ]
-    rt = next((r.get("runtime") for r in result["runs"] if r.get("runtime")), None)
-    if rt:
-        lines.append(
-            f"runtime: torch {rt['torch']}, ISA {rt['torch cpu capability']} (oneDNN cap: "
-            f"{rt['oneDNN ISA cap']}), native bf16 {rt['native bf16']}, encoder bf16 "
-            f"{rt['bf16 autocast (encoder)']}, threads {rt['threads']}"
-        )
-    if cfg.get("model_note"):
-        lines.append(f"note: {cfg['model_note']}")
-    lines += [f"warning: {w}" for w in result.get("warnings", [])]
-    hdr = (
-        f"{'image':<12}{'q':>4}{'size':>10}{'bpp':>8}{'load':>8}{'enc':>9}{'enc cpu':>9}"
-        f"{'dec':>9}{'dec cpu':>9}{'peak MiB':>10}"
-    )
-    lines += ["", hdr, "-" * len(hdr)]
-    for r in result["runs"]:
-        if r.get("error"):
-            lines.append(f"{r['image']:<12}{r['quality']:>4}  error: {r['error']}")
-            continue
-        size = f"{r['width']}x{r['height']}"
-        lines.append(
-            f"{r['image']:<12}{r['quality']:>4}{size:>10}{r['bpp']:>8.4f}"
-            f"{_ms(r['model_load_s']):>8}{_ms(r['encode_s']):>9}{_ms(r.get('encode_cpu_s')):>9}"
-            f"{_ms(r['decode_s']):>9}{_ms(r.get('decode_cpu_s')):>9}"
-            f"{r['peak_rss_mib'] or 0:>10.0f}"
-        )
-        if r.get("unhooked"):
-            lines.append(f"  (not timed separately: {', '.join(r['unhooked'])})")
-    for q, s in result["summary"].items():
-        lines += [
-            "",
-            f"quality {q}: mean over {s['n']} image(s); peak RSS {s['peak_rss_mib']} MiB, model "
-            f"load {_ms(s['model_load_s'])} ms, imports {_ms(s['import_s'])} ms",
-        ]
-        h2 = f"  {'stage':<18}{'encode':>10}{'enc cpu':>10}{'decode':>10}{'dec cpu':>10}"
-        lines += [h2, "  " + "-" * (len(h2) - 2)]
-        for stage in dict.fromkeys((*ENCODE_STAGES, *DECODE_STAGES)):
-            enc = stage in ENCODE_STAGES
-            dec = stage in DECODE_STAGES
-            cells = (
-                s["encode_stages"][stage] if enc else None,
-                s.get("encode_stages_cpu", {}).get(stage) if enc else None,
-                s["decode_stages"][stage] if dec else None,
-                s.get("decode_stages_cpu", {}).get(stage) if dec else None,
-            )
-            lines.append(f"  {stage:<18}" + "".join(f"{_ms(c):>10}" for c in cells))
-        totals = (s["encode_s"], s.get("encode_cpu_s"), s["decode_s"], s.get("decode_cpu_s"))
-        lines.append(f"  {'total':<18}" + "".join(f"{_ms(c):>10}" for c in totals))
-        avif = [r["avif"] for r in result["runs"] if str(r.get("quality")) == q and r.get("avif")]
-        if avif:
-            enc = statistics.fmean(a["encode_s"] for a in avif)
-            dec = statistics.fmean(a["decode_s"] for a in avif)
-            lines.append(
-                f"  AVIF (Pillow, quality {avif[0]['quality']}, speed 6) on the same images: "
-                f"encode {_ms(enc)} ms, decode {_ms(dec)} ms"
-            )
-    for k, v in result.get("codec_targets", {}).items():
-        unit = "s" if k.endswith("_s") else "MB"
-        measured = "—" if v["measured"] is None else f"{v['measured']:.3g}"
-        lines.append(
-            f"target {k} (quality {CODEC_TARGET_QUALITY}) <= {v['target']:g} {unit}: "
-            f"{measured} {unit} — {'meets' if v['meets'] else 'MISSES'}"
-        )
-    for net in result["networks"]:
-        lines.append("")
-        if net.get("error"):
-            lines.append(f"networks alone, {net['label']}: error: {net['error']}")
-            continue
-        w, h = net["size"]
-        lines.append(
-            f"networks alone, {net['label']} ({net['weights']}), {w}x{h}, {net['threads']} "
-            f"threads, peak RSS {net.get('peak_rss_mib')} MiB — ms"
-        )
-        h3 = (
-            f"  {'network':<14}{'fp32':>9}{'cpu':>9}{'bf16':>9}{'cpu':>9}{'integer':>9}"
-            f"{'codec uses':>12}{'target':>8}  verdict (wall clock)"
-        )
-        lines += [h3, "  " + "-" * (len(h3) - 2)]
-        cpu = net.get("cpu_seconds") or {}
-        for name, secs in net["seconds"].items():
-            t = net.get("targets", {}).get(name)
-            tgt = _ms(t["target_s"]) if t else ""
-            verdict = ""
-            if t:
-                verdict = "meets" if t["meets"] else "MISSES"
-                if t.get("meets_cpu") is not None and t["meets_cpu"] != t["meets"]:
-                    verdict += f" (CPU time: {'meets' if t['meets_cpu'] else 'MISSES'})"
-            c = cpu.get(name, {})
-            prec = (net.get("codec_precision") or {}).get(name, "fp32")
-            lines.append(
-                f"  {name:<14}{_ms(secs['fp32']):>9}{_ms(c.get('fp32')):>9}"
-                f"{_ms(secs.get('bf16')):>9}{_ms(c.get('bf16')):>9}{_ms(secs.get('integer')):>9}"
-                f"{prec:>12}{tgt:>8}  {verdict}"
-            )
-        if not any(v.get("bf16") for v in net["seconds"].values()):
-            lines.append("  (bf16 not timed: this CPU has no native bf16, it would be emulated)")
-    return "\n".join(lines)
-
-
 def measure_and_write(
     images_dir: Path,
     *,
@@ -767,6 +670,7 @@ def measure_and_write(
     net_size: tuple[int, int] = (768, 512),
     nets: bool = True,
     timeout_s: float | None = 1800.0,
+    startup: bool = True,
 ) -> int:
     """Measure, print the table, write the JSON; the exit status (2 bad arguments, 1 a failure)."""
     if not images_dir.is_dir():
@@ -791,7 +695,10 @@ def measure_and_write(
         net_size=net_size,
         nets=nets,
         timeout_s=timeout_s,
+        startup=startup,
     )
+    from .report import format_speed_table
+
     print(format_speed_table(result))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
@@ -801,14 +708,12 @@ def measure_and_write(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m semcodec.bench.speed`` (and of its child processes)."""
+    """Entry point of the child processes (``python -m semcodec.bench.speed --worker``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--worker"]:
+    if argv[:1] == ["--worker"] and len(argv) == 3:
         return _worker_main(argv[1], argv[2])
-    from semcodec.cli.bench import speed_command  # the options are defined once, there
-
-    return speed_command.main(args=argv, prog_name="python -m semcodec.bench.speed")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    print(
+        "this module runs the benchmark's child processes; use `semcodec bench speed`",
+        file=sys.stderr,
+    )
+    return 2

@@ -1,0 +1,40 @@
+"""Speed benchmark: measuring (``measure``), start-up of whole commands (``startup``) and
+reporting (``report``)."""
+
+from __future__ import annotations
+
+from .measure import (
+    CODEC_TARGET_QUALITY,
+    CODEC_TARGETS,
+    DECODE_STAGES,
+    ENCODE_STAGES,
+    SCHEMA,
+    TARGETS,
+    _busy_warning,
+    _stage_medians,
+    default_weights_available,
+    library_versions,
+    machine_info,
+    main,
+    measure_and_write,
+    run_speed,
+)
+from .report import format_speed_table
+
+__all__ = [
+    "CODEC_TARGET_QUALITY",
+    "CODEC_TARGETS",
+    "DECODE_STAGES",
+    "ENCODE_STAGES",
+    "SCHEMA",
+    "TARGETS",
+    "_busy_warning",
+    "_stage_medians",
+    "default_weights_available",
+    "format_speed_table",
+    "library_versions",
+    "machine_info",
+    "main",
+    "measure_and_write",
+    "run_speed",
+]

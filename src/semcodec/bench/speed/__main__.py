@@ -1,0 +1,7 @@
+"""``python -m semcodec.bench.speed --worker SPEC RESULT``: one measured child process."""
+
+import sys
+
+from .measure import main
+
+sys.exit(main())

@@ -1,0 +1,18 @@
+"""The semantic map's classes: CamVid's 11, their names and palette (no torch, no model).
+
+Every model's segmentation network predicts these classes and the map layer codes them, so a
+file's map reads without its model (docs/format.md §4).
+"""
+
+from __future__ import annotations
+
+NUM_CLASSES = 11  # the network never predicts void
+VOID = 11  # label value ignored in training and evaluation
+CLASSES: tuple[str, ...] = (
+    "sky", "building", "pole", "road", "pavement", "tree",
+    "signsymbol", "fence", "car", "pedestrian", "bicyclist",
+)  # fmt: skip
+PALETTE: tuple[tuple[int, int, int], ...] = (
+    (128, 128, 128), (128, 0, 0), (192, 192, 128), (128, 64, 128), (60, 40, 222), (128, 128, 0),
+    (192, 128, 128), (64, 64, 128), (64, 0, 128), (64, 64, 0), (0, 128, 192), (0, 0, 0),
+)  # fmt: skip

@@ -1,0 +1,195 @@
+"""Per-tile prediction (gating.py, entropy/gating.py): modes layer, masked compact layer,
+blending, and gated files that decode bit-exactly through both generator kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from semcodec import container, gating
+from semcodec.codec import Codec
+from semcodec.container import Header, LayerKind
+from semcodec.entropy.compact import decode_compact, encode_compact
+from semcodec.entropy.gating import BASE, GEN, NONE, decode_modes, encode_modes
+from semcodec.errors import CorruptData
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _photo(h: int = 72, w: int = 136, seed: int = 3) -> np.ndarray:
+    """Smooth left half, straight-edged stripes and noise on the right."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    smooth = np.stack([100 + x, 80 + y, 150 - 0.5 * x], -1)
+    stripes = 255.0 * ((x // 3) % 2)[..., None].repeat(3, -1)
+    rgb = np.where((x < w // 2)[..., None], smooth, stripes) + rng.normal(0, 4, (h, w, 3))
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+def test_modes_round_trip_and_refuse_bad_headers() -> None:
+    rng = np.random.default_rng(0)
+    modes = rng.integers(0, 3, (5, 7))
+    data = encode_modes(modes, 8, 4)
+    got, head = decode_modes(data, 5 * 8 - 3, 7 * 8)  # a partial last tile row
+    assert np.array_equal(got, modes) and (head.tile_blocks, head.radius) == (8, 4)
+    with pytest.raises(CorruptData):
+        decode_modes(b"\x02" + data[1:], 40, 56)
+    with pytest.raises(CorruptData):
+        decode_modes(data[:2], 40, 56)
+    with pytest.raises(ValueError):
+        encode_modes(np.full((2, 2), 3), 8, 4)
+
+
+def test_masked_compact_layer_codes_only_used_positions() -> None:
+    table = Codec("tiny").bundle.compact_table
+    c, levels = table.shape[0], table.shape[-1]
+    rng = np.random.default_rng(1)
+    symbols = rng.integers(0, levels, (c, 9, 13))
+    used = np.zeros((9, 13), bool)
+    used[:, :5] = True
+    data = encode_compact(symbols, table, used)
+    out = decode_compact(data, symbols.shape, table, used)
+    assert np.array_equal(out[:, used], symbols[:, used]) and (out[:, ~used] == levels).all()
+    assert len(data) < len(encode_compact(symbols, table))
+    assert encode_compact(symbols, table, np.zeros_like(used)) == b""
+
+
+def test_blend_is_each_tiles_prediction_away_from_borders_and_mixes_near_them() -> None:
+    modes = np.array([[GEN, NONE]])
+    crop = (64, 128)
+    gen = np.full((64, 128, 3), 200, np.uint8)
+    out = gating.blend({GEN: gen, NONE: gating.FLAT}, modes, crop, 8, 4)
+    assert (out[:, :60] == 200).all() and (out[:, 68:] == 128).all()
+    row = out[0, 59:69, 0].astype(int)
+    assert (np.diff(row) <= 0).all() and 128 < row[4] < 200  # a ramp, no step
+    hard = gating.blend({GEN: gen, NONE: gating.FLAT}, modes, crop, 8, 0)
+    assert (hard[:, :64] == 200).all() and (hard[:, 64:] == 128).all()
+
+
+def test_base_mode_is_the_integer_bilinear_base() -> None:
+    from semcodec import intgen
+
+    levels = 16
+    sym = np.random.default_rng(2).integers(0, levels, (3, 4, 6))
+    px = gating.base_pixels(sym, levels, (30, 45))
+    u = intgen.integer_base(sym, levels)
+    want = np.round(127.5 * (u / (256 * (levels - 1)) + 1)).clip(0, 255)
+    assert px.shape == (30, 45, 3) and np.abs(want.transpose(1, 2, 0)[:30, :45] - px).max() <= 1
+
+
+@pytest.fixture(scope="module")
+def codec() -> Codec:
+    return Codec("tiny")
+
+
+def test_gated_file_decodes_to_the_encoders_prediction_with_both_kernels(codec: Codec) -> None:
+    """The tiny random generator predicts badly: most tiles code the image itself."""
+    from semcodec.decoder import Decoder, numpy_kernel
+    from semcodec.zoo import decoder_parts
+
+    rgb = _photo()
+    data = codec.encode(rgb, quality=50)
+    _, layers = container.unpack(data)
+    assert LayerKind.GATING in layers
+    res = codec.decode(data, keep_base=True)
+    assert res.modes is not None and (res.modes == NONE).any()
+    parts = decoder_parts(codec.bundle)
+    dec = Decoder(parts, numpy_kernel(parts)).decode(data, keep_base=True)
+    assert np.array_equal(np.asarray(dec.image), np.asarray(res.image))
+    assert np.array_equal(dec.base, res.base)
+    ungated = Codec("tiny", gating_config=gating.GatingConfig(enabled=False))
+    assert LayerKind.GATING not in container.unpack(ungated.encode(rgb, quality=50))[1]
+    assert LayerKind.GATING not in container.unpack(codec.encode(rgb, quality=0))[1]  # -q 0
+
+
+def _repack(data: bytes, **changes: bytes | None) -> bytes:
+    """The same file with some layers replaced (None: removed)."""
+    header, layers = container.unpack(data)
+    for name, payload in changes.items():
+        kind = LayerKind[name]
+        if payload is None:
+            layers.pop(kind, None)
+        else:
+            layers[kind] = payload
+    return container.pack(header, layers)
+
+
+def test_the_decoder_follows_each_tiles_mode(codec: Codec) -> None:
+    """One tile's mode changed ('base' → 'none', its symbols dropped) changes its pixels, and
+    only near that tile: a decoder that ignored the choices would give the same image."""
+    cfg = gating.GatingConfig(modes=(BASE,))  # every tile 'base': all symbols coded
+    data = Codec("tiny", gating_config=cfg).encode(_photo(), quality=40)
+    header, layers = container.unpack(data)
+    mh, mw = -(-header.height // 8), -(-header.width // 8)
+    modes, head = decode_modes(layers[LayerKind.GATING], mh, mw)
+    assert (modes == BASE).all()
+    table = codec.bundle.compact_table
+    symbols = decode_compact(layers[LayerKind.COMPACT], (table.shape[0], mh, mw), table)
+    flipped = modes.copy()
+    flipped[0, 0] = NONE
+    used = gating.used_blocks(flipped, mh, mw, head.tile_blocks)
+    other = _repack(
+        data,
+        GATING=encode_modes(flipped, head.tile_blocks, head.radius),
+        COMPACT=encode_compact(symbols, table, used),
+    )
+    a = codec.decode(data, keep_base=True).base.astype(int)
+    b = codec.decode(other, keep_base=True).base.astype(int)
+    side = head.tile_blocks * 8
+    inner = side - head.radius - 4  # beyond the blend and the bilinear base's half block
+    assert (b[:inner, :inner] == gating.FLAT).all() and (
+        a[:inner, :inner] != b[:inner, :inner]
+    ).any()
+    far = side + head.radius + 4
+    assert (a[:, far:] == b[:, far:]).all() and (a[far:, :] == b[far:, :]).all()
+
+
+def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
+    none_only = Codec("tiny", gating_config=gating.GatingConfig(modes=(NONE,)))
+    rgb = _photo()
+    data = none_only.encode(rgb, quality=60)
+    header, layers = container.unpack(data)
+    assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
+    res = codec.decode(data, keep_base=True)
+    assert (res.base == gating.FLAT).all()  # the prediction is flat grey
+    # the residual coder alone, on the image itself, gives the same pixels
+    from semcodec.entropy.residual import get_backend
+
+    alone = get_backend("avif").encode(rgb.astype(np.int16) - 128, 60)
+    assert layers[LayerKind.RESIDUAL] == alone
+    with pytest.raises(CorruptData, match="COMPACT"):  # a compact layer no tile uses
+        codec.decode(_repack(data, COMPACT=b"\x00" * 8))
+    gated = codec.encode(rgb, quality=60)
+    if (codec.decode(gated).modes != NONE).any():
+        with pytest.raises(CorruptData, match="no COMPACT"):
+            codec.decode(_repack(gated, COMPACT=None))
+
+
+def test_container_rules_for_the_gating_layer() -> None:
+    h = Header(16, 16, "RGB", "tiny", "0" * 16, 50, 2, 8, 16)
+    base = {LayerKind.SEMANTIC_MAP: b"m", LayerKind.RESIDUAL: b"r"}
+    with pytest.raises(ValueError, match="COMPACT"):
+        container.pack(h, base)
+    data = container.pack(h, {**base, LayerKind.GATING: b"g"})
+    assert data[8] == 3  # format version 3
+    assert container.pack(h, {**base, LayerKind.COMPACT: b"c"})[8] == 1
+    h0 = Header(16, 16, "RGB", "tiny", "0" * 16, 0, 0, 8, 16)
+    with pytest.raises(ValueError, match="RESIDUAL"):
+        container.pack(h0, {LayerKind.SEMANTIC_MAP: b"m", LayerKind.GATING: b"g"})
+
+
+def test_info_and_base_layer_of_a_file_without_compact_layer(tmp_path, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from semcodec.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    data = Codec("tiny", gating_config=gating.GatingConfig(modes=(NONE,))).encode(_photo(), 60)
+    (tmp_path / "n.sem").write_bytes(data)
+    r = CliRunner().invoke(cli, ["info", "n.sem"])
+    assert r.exit_code == 0 and "no compact layer" in r.stdout and "none 100" in r.stdout
+    r = CliRunner().invoke(cli, ["decode", "n.sem", "--layer", "base", "-o", "b.png"])
+    assert r.exit_code == 0, r.output
+    assert "no base layer" in r.stderr
+    assert (np.asarray(Image.open("b.png")) == gating.FLAT).all()
