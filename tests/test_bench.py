@@ -300,9 +300,9 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 TOP_KEYS = {"schema", "created", "environment", "config", "codecs", "metrics", "images",
-            "records", "aggregate", "bd"}  # fmt: skip
+            "records", "aggregate", "bd", "tile_modes", "prediction"}  # fmt: skip
 RECORD_KEYS = {"image", "codec", "setting", "bytes", "bpp", "psnr", "msssim", "msssim_db",
-               "msssim_scales", "encode_s", "decode_s", "layer_bytes", "mean_shift", "error"}  # fmt: skip
+               "msssim_scales", "encode_s", "decode_s", "layer_bytes", "tiles", "mean_shift", "error"}  # fmt: skip
 AGG_KEYS = {"setting", "n", "bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s",
             "layer_bpp"}  # fmt: skip
 #: SSIMULACRA 2 joins records and aggregates by default where the [bench] extra is installed.
@@ -427,7 +427,7 @@ def test_semcodec_adapters_with_tiny_model() -> None:
     from semcodec import container
 
     img = _test_image(21, 48)[:40]  # 40x48: not a multiple of 8, exercises padding
-    full = make_adapter("semcodec", model="tiny", residual="avif")
+    full = make_adapter("semcodec-ungated", model="tiny", residual="avif")  # every layer
     base = make_adapter("semcodec-base", model="tiny")
     for c in (full, base):
         if c.unavailable_reason():

@@ -353,7 +353,10 @@ def test_eval_seg_models_and_groups(work: Path):
     assert r.exit_code == 1 and len(error_lines(r)) == 1  # no val.txt
 
     r = run("models")
-    assert r.exit_code == 0 and re.search(r"^tiny\s+[0-9a-f]{16}\s", r.stdout, re.M)
+    assert r.exit_code == 0 and re.search(r"^default\s+[0-9a-f]{16}\s", r.stdout, re.M)
+    assert re.search(r"^tiny\s+-\s", r.stdout, re.M) and "decodes files of: default-" in r.stdout
+    d = json.loads(run("models", "--json").stdout)
+    assert {m["name"] for m in d["models"]} >= {"default", "tiny"} and d["decodes"]
     r = run("train", "--help")
     assert r.exit_code == 0 and "seg" in r.stdout and "codec" in r.stdout
     assert run("--help").exit_code == 0

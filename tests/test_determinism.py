@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from semcodec import container
+from semcodec.gating import GatingConfig
 from semcodec.codec import Codec, Tiling
 from semcodec.container import LayerKind
 from semcodec.entropy.compact import decode_compact
@@ -70,7 +71,10 @@ def codecs():
             conv.weight.copy_(torch.randn(conv.weight.shape, generator=g) * 0.02)
             conv.bias.copy_(torch.randn(conv.bias.shape, generator=g) * 0.02)
     big.bundle.fixed = zoo.fix_random(big.bundle.gen, big.bundle.levels, big.bundle.spec.seed)
-    return {"tiny": Codec("tiny"), "tiny-tiled": Codec("tiny", tiling=Tiling(64, 64, 0)),
+    off = GatingConfig(enabled=False)  # every layer in every file: each is checked below
+    big.gating = off
+    return {"tiny": Codec("tiny", gating_config=off),
+            "tiny-tiled": Codec("tiny", tiling=Tiling(64, 64, 0), gating_config=off),
             "default-arch": big}
 
 

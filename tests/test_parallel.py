@@ -17,6 +17,7 @@ from PIL import Image
 from semcodec import codec as codec_mod
 from semcodec import runtime, segment
 from semcodec.codec import COMPNET_MARGIN, Codec, Tiling, _bands
+from semcodec.gating import GatingConfig
 from semcodec.tiling import Region
 from semcodec.tiling import pad_rgb as _pad_rgb
 
@@ -111,7 +112,7 @@ def test_intra_op_threads_when_not_deterministic():
 def test_tiled_images_report_progress_per_tile():
     """Codec.progress sees every tile of every stage once, ending at the tile count."""
     calls = []
-    c = Codec("tiny", tiling=Tiling(64, 64, 0))
+    c = Codec("tiny", tiling=Tiling(64, 64, 0), gating_config=GatingConfig(enabled=False))
     c.progress = lambda stage, done, total: calls.append((stage, done, total))
     img = _photo(200, 152)
     n = len(Tiling(64, 64, 0).regions(152, 200))

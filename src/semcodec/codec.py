@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -312,23 +312,24 @@ class Codec:
             img, labels, symbols, layers, dict(self.timings), dict(self.cpu_timings), None, kept
         )
 
-    def _predict(
-        self, analysis: Analysis, quality: int
-    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
-        """The prediction the residual is coded against, and the tiles' modes if gated.
+    def _candidates(self, analysis: Analysis, quality: int) -> list[tuple[np.ndarray, Any]]:
+        """Predictions to code the residual against, each with its tile modes (None: the
+        generator everywhere, the ungated layout); the chooser's pick first.
 
-        Per tile the mode of least estimated bits (gating.choose_modes); where every tile
-        takes the generator the file is as without gating. Otherwise the unused tiles'
-        compact symbols are dropped and filled, and the predictions are recomputed from what
-        the decoder will have, then blended across tile borders.
+        Per tile the mode of least estimated bits (gating.choose_modes). Where some tile does
+        not use the base, its compact symbols are dropped and filled, and the predictions are
+        recomputed from what the decoder will have, then blended across tile borders. The
+        other extreme (no prediction anywhere, or the generator everywhere) follows as the
+        second candidate for the encoder's check with the real coder (``_verify``).
         """
         cfg = self.gating
         recon = analysis.reconstruction
         if not cfg.enabled or quality == 0:
-            return recon, None
+            return [(recon, None)]
         img, symbols, levels = analysis.img, analysis.symbols, self.bundle.levels
         h, w = img.rgb.shape[:2]
         _, mh, mw = symbols.shape
+        th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
         candidates: dict[int, np.ndarray | int] = {}
         if gating.GEN in cfg.modes:
             candidates[gating.GEN] = recon
@@ -338,15 +339,32 @@ class Codec:
             candidates[gating.NONE] = gating.FLAT
         cbits = gating.compact_tile_bits(symbols, self.bundle.compact_table, cfg.tile_blocks)
         modes = gating.choose_modes(img.rgb, candidates, cbits, quality, cfg.tile_blocks)
+        none = np.full((th, tw), gating.NONE, np.int64)
         if (modes == gating.GEN).all():
-            return recon, None
+            out = [(recon, None)]
+            if gating.NONE in cfg.modes:
+                out.append(self._gated(analysis, none))
+            return out
+        out = [self._gated(analysis, modes)]
+        if (modes != gating.NONE).any() and gating.NONE in cfg.modes:
+            out.append(self._gated(analysis, none))
+        elif gating.GEN in cfg.modes:
+            out.append((recon, None))
+        return out
+
+    def _gated(self, analysis: Analysis, modes: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The blended prediction of given tile modes, from the symbols the decoder will have."""
+        cfg, levels = self.gating, self.bundle.levels
+        img, symbols = analysis.img, analysis.symbols
+        h, w = img.rgb.shape[:2]
+        _, mh, mw = symbols.shape
         used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks)
         filled = gating.fill_symbols(symbols, used, levels)
         final: dict[int, np.ndarray | int] = {}
         if (modes == gating.GEN).any():
             key = used.tobytes()
             if used.all():
-                final[gating.GEN] = recon
+                final[gating.GEN] = analysis.reconstruction
             else:
                 if key not in analysis.filled:
                     analysis.filled.clear()  # one mask kept: rate control tries few
@@ -358,6 +376,52 @@ class Codec:
             final[gating.NONE] = gating.FLAT
         pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
         return pred, (modes, used)
+
+    def _side_layers(self, analysis: Analysis, gate: Any) -> dict[LayerKind, bytes]:
+        """The gating and compact layers a candidate's file carries."""
+        if gate is None:
+            return {LayerKind.COMPACT: analysis.layers[LayerKind.COMPACT]}
+        modes, used = gate
+        cfg = self.gating
+        out = {LayerKind.GATING: encode_modes(modes, cfg.tile_blocks, cfg.radius)}
+        if used.any():
+            out[LayerKind.COMPACT] = encode_compact(
+                analysis.symbols, self.bundle.compact_table, used
+            )
+        return out
+
+    def _residual(
+        self, analysis: Analysis, quality: int, backend: Any
+    ) -> tuple[dict[LayerKind, bytes], Any]:
+        """The residual, gating and compact layers of the chosen candidate, and its gate.
+
+        With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
+        residual coder and the one of least cost log2(bits) − PSNR / slope(q) is kept
+        (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
+        """
+        rgb = analysis.img.rgb
+        cands = self._candidates(analysis, quality)
+        if self.effort < gating.VERIFY_EFFORT:
+            cands = cands[:1]
+        best: tuple[float, dict[LayerKind, bytes], Any] | None = None
+        fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + 80  # header, map: the same
+        for pred, gate in cands:
+            res = rgb.astype(np.int16)
+            res -= pred
+            layers = self._side_layers(analysis, gate)
+            layers[LayerKind.RESIDUAL] = backend.encode(res, quality, self.effort)
+            del res
+            if len(cands) == 1:
+                return layers, gate
+            h, w = rgb.shape[:2]
+            dec = backend.decode(layers[LayerKind.RESIDUAL], h, w) + pred
+            mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
+            bits = 8.0 * (fixed + sum(len(v) for v in layers.values()))
+            cost = gating.rd_cost(bits, mse, quality)
+            if best is None or cost < best[0]:
+                best = (cost, layers, gate)
+        assert best is not None
+        return best[1], best[2]
 
     def finish(
         self, analysis: Analysis, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
@@ -378,24 +442,12 @@ class Codec:
                     analysis.symbols, analysis.labels, (h, w)
                 )
             clock("generator")
-            prediction, gate = self._predict(analysis, int(quality))
-            if gate is not None:
-                modes, used = gate
-                cfg = self.gating
-                layers[LayerKind.GATING] = encode_modes(modes, cfg.tile_blocks, cfg.radius)
-                layers.pop(LayerKind.COMPACT)
-                if used.any():
-                    layers[LayerKind.COMPACT] = encode_compact(
-                        analysis.symbols, self.bundle.compact_table, used
-                    )
+            layers.pop(LayerKind.COMPACT)
+            chosen, gate = self._residual(analysis, int(quality), backend)
+            layers.update(chosen)
             analysis.modes[int(quality)] = None if gate is None else gate[0]
-            clock("gating")
-            res = img.rgb.astype(np.int16)
-            res -= prediction
-            layers[LayerKind.RESIDUAL] = backend.encode(res, int(quality), self.effort)
             clock("residual")
             backend_code = backend.code
-            del res
         if img.alpha is not None:
             layers[LayerKind.ALPHA] = encode_alpha(img.alpha)
             clock("alpha")

@@ -125,18 +125,31 @@ def find_parts(model_hash: str) -> DecoderParts | None:
         return found
 
 
+def _meta(path: Path) -> dict | None:
+    """A parts file's name, hash and date, reading only its small header array."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes().decode())
+        return {k: meta[k] for k in ("name", "hash", "released")}
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
 def release_meta(model_hash: str) -> dict | None:
-    """Name, hash and date of the installed release with this hash, reading only its header."""
+    """Name, hash and date of the installed release with this hash (its header only)."""
     folder = parts_dir()
     for path in sorted(folder.glob(f"*-{model_hash[:8]}.npz")) if folder.is_dir() else []:
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(z["meta"].tobytes().decode())
-        except (OSError, KeyError, ValueError):
-            continue
-        if meta.get("hash") == model_hash:
-            return {k: meta[k] for k in ("name", "hash", "released")}
+        meta = _meta(path)
+        if meta is not None and meta["hash"] == model_hash:
+            return meta
     return None
+
+
+def installed_release_meta() -> list[dict]:
+    """Name, hash and date of every installed release, oldest first (headers only)."""
+    folder = parts_dir()
+    found = [m for p in sorted(folder.glob("*.npz")) if (m := _meta(p))] if folder.is_dir() else []
+    return sorted(found, key=lambda m: (m["released"], m["name"]))
 
 
 def installed_releases() -> list[DecoderParts]:

@@ -7,12 +7,10 @@ decoder refuses a file whose hash does not match the bundle it has.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import threading
-from dataclasses import asdict, dataclass, fields, replace
-from importlib import resources
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,44 +26,9 @@ from .models.fixed import FixedGenerator
 from .models.generator import GENERATOR_CONFIGS, Generator
 from .models.segmentation import SEG_CONFIGS, SegNet
 from .parts import DecoderParts, save_parts
+from .registry import REGISTRY, BundleSpec, register, state_hash, weights_dir  # noqa: F401
 
 FORMAT = 1
-
-
-@dataclass(frozen=True)
-class BundleSpec:
-    """Configuration names of a bundle and where its weights live (None: seeded random init)."""
-
-    name: str
-    seg: str = "default"
-    compnet: str = "default"
-    generator: str = "default"
-    weights: str | None = None  # file name inside the package's weights folder, '<name>-<sha8>.pt'
-    seed: int = 0
-
-    @classmethod
-    def from_json(cls, text: str) -> BundleSpec:
-        """The spec a weights file records (fields this release no longer has are ignored)."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in json.loads(text).items() if k in known})
-
-
-REGISTRY: dict[str, BundleSpec] = {
-    # The shipped default: integer generator table, 3-neighbour compact table (models/README.md).
-    DEFAULT_MODEL: BundleSpec(DEFAULT_MODEL, weights="default-04618992.pt"),
-    # default's segmentation net, CompNet and compact table with a generator fine-tuned for
-    # SSIMULACRA 2 and the adversarial terms: the same bytes, another picture (models/perceptual.md)
-    "perceptual": BundleSpec("perceptual", weights="perceptual-aad29cfb.pt"),
-    # Tiny random-initialised bundle: for tests and for checking the pipeline without weights.
-    "tiny": BundleSpec(
-        "tiny", seg="tiny", compnet="tiny", generator="tiny", weights=None, seed=1234
-    ),
-}
-
-
-def register(spec: BundleSpec) -> None:
-    """Add or replace a bundle in the registry."""
-    REGISTRY[spec.name] = spec
 
 
 @dataclass
@@ -94,11 +57,6 @@ class ModelBundle:
         return self.comp.cfg.num_classes
 
 
-def weights_dir() -> Path:
-    """Folder of the shipped weights (models/ in the source tree, semcodec/_weights when installed)."""
-    return Path(str(resources.files("semcodec._weights")))
-
-
 def _build(spec: BundleSpec) -> tuple[SegNet, CompNet, Generator, ContextModel]:
     """Construct the networks of a spec (random initialisation, seeded)."""
     gen_state = torch.random.get_rng_state()
@@ -111,11 +69,6 @@ def _build(spec: BundleSpec) -> tuple[SegNet, CompNet, Generator, ContextModel]:
     finally:
         torch.random.set_rng_state(gen_state)
     return seg, comp, gen, ctx
-
-
-def state_hash(payload: bytes) -> str:
-    """16 hex digits of SHA-256: the weights hash recorded in every file."""
-    return hashlib.sha256(payload).hexdigest()[:16]
 
 
 def serialize_bundle(

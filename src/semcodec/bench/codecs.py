@@ -362,7 +362,8 @@ class SemcodecAdapter(CodecAdapter):
         if self._codec is None:
             from semcodec.codec import Codec
 
-            self._codec = Codec(model=self.model, effort=self.effort, gating_config=self.gating)
+            options = {} if self.gating is None else {"gating_config": self.gating}
+            self._codec = Codec(model=self.model, effort=self.effort, **options)
         return self._codec
 
     def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
@@ -399,6 +400,19 @@ class SemcodecAdapter(CodecAdapter):
         except Exception:  # noqa: BLE001 - not a .sem file (e.g. a stub codec): nothing to split
             return None
         return _layer_sizes({k.name.lower(): len(v) for k, v in layers.items()}, len(data))
+
+    def tile_shares(self, data: bytes) -> dict[str, float] | None:
+        """Share of tiles per prediction mode of a file (the generator everywhere if ungated)."""
+        from semcodec import container
+        from semcodec.decoder import map_shape
+        from semcodec.entropy.gating import decode_modes
+        from semcodec.gating import mode_shares
+
+        header, layers = container.unpack(data)
+        gate = layers.get(container.LayerKind.GATING)
+        if gate is None:
+            return {"generator": 1.0, "base": 0.0, "none": 0.0} if header.quality else None
+        return mode_shares(decode_modes(gate, *map_shape(header))[0])
 
     def info(self) -> dict[str, Any]:
         """Record model and residual so runs with different models are distinguishable."""

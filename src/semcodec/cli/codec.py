@@ -531,26 +531,33 @@ def info(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON list on stdout.")
 @debug_option
 def models_command(as_json: bool) -> None:
-    """List the registered model bundles with their hash and weights size."""
-    from .. import zoo
+    """List the registered model bundles, and the releases whose files this installation decodes."""
+    from .. import parts, registry
 
     rows = []
-    for name, spec in sorted(zoo.REGISTRY.items()):
+    for name, spec in sorted(registry.REGISTRY.items()):
         row: dict[str, Any] = {"name": name, "hash": None, "bytes": None, "weights": spec.weights}
         if spec.weights is None:
-            row["hash"] = zoo.load_bundle(name).hash
-            row["source"] = f"random init (seed {spec.seed})"
+            row["source"] = f"random init (seed {spec.seed}; hash on load)"
         else:
             try:
-                data = (zoo.weights_dir() / spec.weights).read_bytes()
+                data = (registry.weights_dir() / spec.weights).read_bytes()
             except (OSError, ModuleNotFoundError, TypeError):
                 row["source"] = "missing"
             else:
-                row.update(hash=zoo.state_hash(data), bytes=len(data), source=spec.weights)
+                row.update(hash=registry.state_hash(data), bytes=len(data), source=spec.weights)
         rows.append(row)
+    releases = [
+        {"release": f"{m['name']}-{m['hash'][:8]}", "hash": m["hash"], "date": m["released"]}
+        for m in parts.installed_release_meta()
+    ]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps({"models": rows, "decodes": releases}, indent=2))
         return
     for r in rows:
         size = "-" if r["bytes"] is None else f"{r['bytes']} bytes"
         click.echo(f"{r['name']:<16} {r['hash'] or '-':<16}  {size:>16}  {r['source']}")
+    if releases:
+        click.echo(
+            "decodes files of: " + ", ".join(f"{r['release']} ({r['date']})" for r in releases)
+        )

@@ -118,8 +118,29 @@ def format_table(result: Mapping[str, Any]) -> str:
                 why = e[metric][method]["reason"]
                 if why:
                     lines.append(f"  {metric}/{method}: {why}")
-    lines += prediction_lines(result.get("prediction"))
+    for pv in (result.get("prediction") or {}).values():
+        lines += prediction_lines(pv)
+    lines += tile_lines(result.get("tile_modes"))
     return "\n".join(lines)
+
+
+def tile_lines(tm: Mapping[str, Any] | None, markdown: bool = False) -> list[str]:
+    """Mean share of tiles per prediction mode at each setting."""
+    if not tm:
+        return []
+    out = ["", "Tiles per prediction mode (mean share over images, %):"]
+    if markdown:
+        out += ["", "| codec | setting | generator | base | none |", "|---|---:|---:|---:|---:|"]
+    for codec, by in tm.items():
+        for setting, sh in by.items():
+            g, b, n = (100 * sh.get(k, 0.0) for k in ("generator", "base", "none"))
+            if markdown:
+                out.append(f"| {codec} | {setting} | {g:.1f} | {b:.1f} | {n:.1f} |")
+            else:
+                out.append(
+                    f"  {codec:<18}{setting:>6}  generator {g:5.1f}  base {b:5.1f}  none {n:5.1f}"
+                )
+    return out
 
 
 def prediction_lines(pv: Mapping[str, Any] | None, markdown: bool = False) -> list[str]:
@@ -229,7 +250,9 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
             lb = r["layer_bpp"]
             cells = " | ".join(fmt(lb.get(k), ".4f") for k in LAYERS)
             lines.append(f"| {codec} | {r['setting']} | {fmt(r['bpp'], '.4f')} | {cells} |")
-    lines += prediction_lines(result.get("prediction"), markdown=True)
+    for pv in (result.get("prediction") or {}).values():
+        lines += prediction_lines(pv, markdown=True)
+    lines += tile_lines(result.get("tile_modes"), markdown=True)
     return "\n".join(lines) + "\n"
 
 

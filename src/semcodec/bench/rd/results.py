@@ -234,6 +234,21 @@ def _bd_value(
     return finite(r.value)
 
 
+def tile_modes(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Mean share of tiles per prediction mode, per codec and setting (gated codecs only)."""
+    groups: dict[str, dict[str, list[Mapping[str, float]]]] = {}
+    for r in records:
+        if r.get("tiles") and not r.get("error"):
+            groups.setdefault(r["codec"], {}).setdefault(str(r["setting"]), []).append(r["tiles"])
+    return {
+        codec: {
+            setting: {m: float(np.mean([t[m] for t in ts])) for m in ts[0]}
+            for setting, ts in by.items()
+        }
+        for codec, by in groups.items()
+    }
+
+
 def prediction_value(
     records: Sequence[Mapping[str, Any]],
     sizes: Mapping[str, tuple[int, int]],

@@ -23,6 +23,7 @@ from semcodec.bench.rd.results import (
     bpp,
     jsonable,
     prediction_value,
+    tile_modes,
     utc_now,
 )
 from semcodec.defaults import DEFAULT_EFFORT
@@ -109,6 +110,7 @@ def measure_record(
         "encode_s": None,
         "decode_s": None,
         "layer_bytes": None,
+        "tiles": None,
         "mean_shift": None,
         **{name: None for name in extras},
         "error": None,
@@ -121,6 +123,8 @@ def measure_record(
         t2 = time.perf_counter()
         rec.update(bytes=len(data), bpp=bpp(len(data), w, h), encode_s=t1 - t0, decode_s=t2 - t1)
         rec["layer_bytes"] = adapter.layer_bytes(data)
+        if hasattr(adapter, "tile_shares"):
+            rec["tiles"] = adapter.tile_shares(data)
         if out.shape != rgb.shape or out.dtype != np.uint8:
             raise ValueError(f"decoded {out.shape} {out.dtype}, expected {rgb.shape} uint8")
         with _torch_threads(METRIC_THREADS):
@@ -261,6 +265,11 @@ def run_benchmark(
         "records": records,
         "aggregate": agg,
         "bd": bd_against(agg, anchor, min_points=min_points),
-        "prediction": prediction_value(records, sizes, anchor=anchor, min_points=min_points),
+        "tile_modes": tile_modes(records),
+        "prediction": {
+            c: pv
+            for c in ("semcodec", "semcodec-ungated")
+            if (pv := prediction_value(records, sizes, c, anchor=anchor, min_points=min_points))
+        },
     }
     return jsonable(result)

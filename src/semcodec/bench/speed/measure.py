@@ -214,6 +214,7 @@ _CODEC_STAGES: dict[str, str] = {
     "residual": "residual_coding",
     "pack": "container",
     "unpack": "container",
+    "gating": "generator",  # decoder: the blend of a gated file's predictions
 }
 _UNREPORTED = {"alpha", "assemble"}
 
