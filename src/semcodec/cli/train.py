@@ -17,6 +17,7 @@ from .groups import LazyGroup
         "fit-table": ("semcodec.train.fit_table", "fit_table_command"),
         "fix-generator": ("semcodec.train.fix_generator", "fix_generator_command"),
         "balance-colour": ("semcodec.train.balance_colour", "balance_colour_command"),
+        "calibrate-gating": ("semcodec.train.calibrate_gating", "calibrate_gating_command"),
     },
 )
 def train_group() -> None:
