@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     codec = Codec(model)
     print(f"models loaded in {time.perf_counter() - t:.2f} s (hash {codec.bundle.hash})")
     print(
-        f"{'quality':>7} {'bytes':>7} {'bpp':>6} {'map':>6} {'compact':>7} {'resid':>6} {'PSNR':>6} {'MS-SSIM':>7} {'enc s':>6} {'dec s':>6}"
+        f"{'quality':>7} {'bytes':>7} {'bpp':>6} {'map':>6} {'compact':>7} {'resid':>6} {'PSNR':>6} {'MS-SSIM':>7} {'base':>5} {'enc s':>6} {'dec s':>6}"
     )
     for quality in (0, 30, 60, 90):
         t0 = time.perf_counter()
@@ -56,12 +56,20 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{quality:>7} {len(data):>7} {8 * len(data) / (w * h):>6.3f} {bpp.get('semantic_map', 0):>6.3f} "
             f"{bpp.get('compact', 0):>7.3f} {bpp.get('residual', 0):>6.3f} {psnr(rgb, dec):>6.2f} "
-            f"{ms_ssim(rgb, dec).value:>7.4f} {t1 - t0:>6.2f} {t2 - t1:>6.2f}"
+            f"{ms_ssim(rgb, dec).value:>7.4f} {_base_share(res.modes):>5} {t1 - t0:>6.2f} {t2 - t1:>6.2f}"
         )
     print(
-        f"outputs in {out_dir}/ (quality 0 = base layer only: semantic map + compact representation + generator)"
+        f"outputs in {out_dir}/ (quality 0 = base layer only: semantic map + compact representation"
+        " + generator; 'base' = share of tiles whose residual is coded against it)"
     )
     return 0
+
+
+def _base_share(modes) -> str:
+    """Share of tiles that use the base layer: all of them when the file is not gated."""
+    if modes is None:
+        return "100%"
+    return f"{100 * float((modes != 2).mean()):.0f}%"
 
 
 if __name__ == "__main__":

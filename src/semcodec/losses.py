@@ -135,7 +135,11 @@ class VGG19Features(nn.Module):
 
 
 class SegBackboneFeatures(nn.Module):
-    """The trained segmentation network's RGB backbone as the perceptual feature network."""
+    """The trained segmentation network's RGB backbone as the perceptual feature network.
+
+    ResNet layout: the outputs of layer1..layer3. EfficientNet-Lite0 (``lite0``): the ends of
+    stages 3, 5 and 7 (40, 112 and 320 channels at strides 8, 16 and 32).
+    """
 
     def __init__(self, backbone: nn.Module):
         super().__init__()
@@ -143,6 +147,8 @@ class SegBackboneFeatures(nn.Module):
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         b = self.backbone
+        if hasattr(b, "net"):  # models.segmentation.LiteFPN
+            return b.net.features(x)
         x = b.maxpool(b.relu(b.bn1(b.conv1(x))))
         out = []
         for name in ("layer1", "layer2", "layer3"):

@@ -41,6 +41,7 @@ from .common import (
     cleanup_distributed,
     load_checkpoint,
     save_checkpoint,
+    seg_config_of,
     seg_source,
     setup_distributed,
 )
@@ -198,7 +199,8 @@ def train_codec(
     """Joint training on BSDS500 photos and CamVid frames with maps from the trained seg net."""
     rank, world, device = setup_distributed()
     torch.manual_seed(cfg.seed + rank)
-    seg = build_segnet("tiny" if synthetic else "default")
+    seg_config = "default" if seg_weights is None else seg_config_of(seg_weights)
+    seg = build_segnet("tiny" if synthetic else seg_config)
     if seg_weights is not None:
         seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
     images, maps = _training_set(seg, photos, camvid, out, synthetic, rank)

@@ -78,6 +78,18 @@ def seg_source(path: Path) -> tuple[dict[str, torch.Tensor], int, float]:
     )
 
 
+def seg_config_of(path: Path) -> str:
+    """The segmentation configuration of a training checkpoint or bundle (its recorded name)."""
+    import json
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if "model" in state:
+        return str(json.loads(state.get("config", "{}")).get("model", "default"))
+    from ..zoo import load_bundle
+
+    return load_bundle(str(path)).spec.seg
+
+
 def load_checkpoint(path: Path) -> dict | None:
     """Load a training checkpoint (tensors and plain containers only)."""
     if not path.exists():

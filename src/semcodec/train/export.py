@@ -11,7 +11,7 @@ import torch
 from ..models.segmentation import build_segnet
 from ..zoo import BundleSpec, load_bundle, save_bundle
 from .codec import CodecNets
-from .common import seg_source
+from .common import seg_config_of, seg_source
 
 
 def export_bundle(
@@ -28,7 +28,8 @@ def export_bundle(
     """
     seg_weights, seg_steps, seg_hours = seg_source(seg_ckpt)
     codec_state = torch.load(codec_ckpt, map_location="cpu", weights_only=True)
-    seg = build_segnet("default")
+    seg_config = seg_config_of(seg_ckpt)
+    seg = build_segnet(seg_config)
     seg.load_state_dict(
         {k: v.float() if v.is_floating_point() else v for k, v in seg_weights.items()}
     )
@@ -41,7 +42,7 @@ def export_bundle(
     nets.load_state_dict(codec_state["nets"])
     spec = BundleSpec(
         name,
-        seg="default",
+        seg=seg_config,
         compnet=cfg.get("compnet", "default"),
         generator=cfg.get("generator", "default"),
     )

@@ -1,0 +1,88 @@
+"""The numpy integer generator (intgen.py) and a release's decoder parts (parts.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from semcodec import intgen, parts, zoo
+from semcodec.errors import ModelError
+from semcodec.models import fixed
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return zoo.load_bundle("tiny")
+
+
+def _inputs(levels: int, channels: int, h: int = 6, w: int = 9, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, levels, (channels, h, w)), rng.integers(0, 11, (h, w))
+
+
+def test_numpy_and_torch_kernels_give_the_same_pixels(bundle) -> None:
+    state = {k: v.numpy() for k, v in bundle.fixed.state.items()}
+    gen = intgen.IntGenerator(state)
+    for seed in range(3):
+        sym, lab = _inputs(bundle.levels, gen.channels, seed=seed)
+        want = bundle.fixed.forward(torch.from_numpy(sym)[None], torch.from_numpy(lab)[None])
+        got = gen.forward(sym, lab)
+        assert got.dtype == np.uint8 and got.shape == (48, 72, 3)
+        assert np.array_equal(got, want[0].permute(1, 2, 0).numpy())
+    assert np.array_equal(fixed.torch_kernel(state)(sym, lab), got)
+
+
+def test_a_changed_weight_changes_the_numpy_pixels(bundle) -> None:
+    """The comparison above has teeth: one changed integer of the last conv moves pixels."""
+    state = {k: v.numpy().copy() for k, v in bundle.fixed.state.items()}
+    sym, lab = _inputs(bundle.levels, intgen.IntGenerator(state).channels)
+    ref = intgen.IntGenerator(state).forward(sym, lab)
+    last = f"c{2 * int(state['meta'][3]) + 1}.b"
+    state[last][0] += 1 << 20  # one output channel's bias
+    assert not np.array_equal(intgen.IntGenerator(state).forward(sym, lab), ref)
+
+
+def test_check_table_refuses_accumulators_beyond_2_pow_24(bundle) -> None:
+    state = {k: v.numpy().copy() for k, v in bundle.fixed.state.items()}
+    intgen.check_table(state)
+    state["c1.w"] = state["c1.w"].astype(np.int64) * 100000
+    with pytest.raises(ValueError, match="2\\*\\*24"):
+        intgen.check_table(state)
+
+
+def test_parts_round_trip_and_are_found_by_hash(bundle, tmp_path, monkeypatch) -> None:
+    path = zoo.write_decoder_parts(bundle, tmp_path, "2026-12-01")
+    assert path.name == f"tiny-{bundle.hash[:8]}.npz"
+    got = parts.load_parts(path)
+    want = zoo.decoder_parts(bundle)
+    assert (got.name, got.hash, got.released, got.levels) == (
+        "tiny",
+        bundle.hash,
+        "2026-12-01",
+        bundle.levels,
+    )
+    assert np.array_equal(got.compact_table, want.compact_table)
+    for k, v in want.generator.items():
+        assert np.array_equal(got.generator[k], v), k
+    monkeypatch.setattr(parts, "parts_dir", lambda: tmp_path)
+    monkeypatch.setattr(parts, "_CACHE", {})
+    assert parts.find_parts(bundle.hash).hash == bundle.hash
+    assert parts.find_parts("0" * 16) is None
+    assert parts.release_meta(bundle.hash)["name"] == "tiny"
+
+
+def test_malformed_parts_files_are_refused(bundle, tmp_path) -> None:
+    path = zoo.write_decoder_parts(bundle, tmp_path, "2026-12-01")
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    bad = dict(arrays)
+    bad["gen.weights_zst"] = bad["gen.weights_zst"][:-7]  # a truncated weight block
+    np.savez(tmp_path / "bad.npz", **bad)
+    with pytest.raises(ModelError, match="bad.npz"):
+        parts.load_parts(tmp_path / "bad.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ModelError):
+        parts.load_parts(tmp_path / "junk.npz")
