@@ -403,18 +403,26 @@ class Codec:
         cands = self._candidates(analysis, quality)
         if self.effort < gating.VERIFY_EFFORT:
             cands = cands[:1]
-        best: tuple[float, dict[LayerKind, bytes], Any] | None = None
+
+        def code(pred: np.ndarray) -> Callable[[], bytes]:
+            def run() -> bytes:
+                res = rgb.astype(np.int16)
+                res -= pred
+                return backend.encode(res, quality, self.effort)
+
+            return run
+
+        # libaom runs one thread per encode: the candidates side by side give the same bytes
+        payloads = runtime.run_parallel([code(pred) for pred, _ in cands])
         fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + 80  # header, map: the same
-        for pred, gate in cands:
-            res = rgb.astype(np.int16)
-            res -= pred
+        best: tuple[float, dict[LayerKind, bytes], Any] | None = None
+        for (pred, gate), payload in zip(cands, payloads, strict=True):
             layers = self._side_layers(analysis, gate)
-            layers[LayerKind.RESIDUAL] = backend.encode(res, quality, self.effort)
-            del res
+            layers[LayerKind.RESIDUAL] = payload
             if len(cands) == 1:
                 return layers, gate
             h, w = rgb.shape[:2]
-            dec = backend.decode(layers[LayerKind.RESIDUAL], h, w) + pred
+            dec = backend.decode(payload, h, w) + pred
             mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
             bits = 8.0 * (fixed + sum(len(v) for v in layers.values()))
             cost = gating.rd_cost(bits, mse, quality)

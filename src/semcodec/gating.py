@@ -111,7 +111,9 @@ _DCT8 = np.array(
         for k in range(8)
     ]
 )
+_DCT2 = np.kron(_DCT8, _DCT8)  # (k, l) x (i, j): the separable 2-D DCT on row-major blocks
 _YUV = np.array([[0.299, 0.587, 0.114], [-0.169, -0.331, 0.5], [0.5, -0.419, -0.081]])
+_YUV32, _DCT2_32 = _YUV.astype(np.float32), _DCT2.astype(np.float32)
 
 
 # Calibration against the AVIF residual coder (libaom speed 6, 4:4:4) on 5 BSDS500 training
@@ -142,12 +144,17 @@ def tile_bits(residual: np.ndarray, step: float, tile: int) -> np.ndarray:
     log2(1 + (c/step)²)/2 per coefficient, the high-rate estimate of a uniform quantiser."""
     h, w = residual.shape[:2]
     ph, pw = -(-h // tile) * tile, -(-w // tile) * tile
-    r = np.pad(residual.astype(np.float64), ((0, ph - h), (0, pw - w), (0, 0)), mode="edge")
-    y = r @ _YUV.T
-    b = y.reshape(ph // 8, 8, pw // 8, 8, 3)
-    c = np.einsum("ki,aibjc,lj->abklc", _DCT8, b, _DCT8)
-    bits = 0.5 * np.log2(1.0 + (c / step) ** 2)
-    per_block = bits.sum(axis=(2, 3, 4))  # (ph/8, pw/8)
+    r = residual.astype(np.float32)
+    if (ph, pw) != (h, w):
+        r = np.pad(r, ((0, ph - h), (0, pw - w), (0, 0)), mode="edge")
+    y = r @ _YUV32.T
+    # every 8x8 block of every channel as a row of 64, times the 2-D DCT basis: one product
+    blocks = y.reshape(ph // 8, 8, pw // 8, 8, 3).transpose(0, 2, 4, 1, 3).reshape(-1, 64)
+    c = blocks @ _DCT2_32.T
+    c *= np.float32(1.0 / step)
+    np.square(c, out=c)
+    bits = np.log1p(c, out=c).reshape(ph // 8, pw // 8, 3 * 64)
+    per_block = bits.sum(axis=2, dtype=np.float64) * (0.5 / np.log(2.0))  # (ph/8, pw/8)
     k = tile // 8
     return per_block.reshape(ph // tile, k, pw // tile, k).sum(axis=(1, 3))
 
