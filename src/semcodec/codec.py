@@ -75,7 +75,6 @@ class Analysis:
     cpu_timings: dict[str, float]
     reconstruction: np.ndarray | None = None  # the generator's output, made on first need
     metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
-    filled: dict[bytes, np.ndarray] = field(default_factory=dict)  # gated: reconstruction
     modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
 
 
@@ -313,14 +312,15 @@ class Codec:
         )
 
     def _candidates(self, analysis: Analysis, quality: int) -> list[tuple[np.ndarray, Any]]:
-        """Predictions to code the residual against, each with its tile modes (None: the
-        generator everywhere, the ungated layout); the chooser's pick first.
+        """Predictions to code the residual against, each with its gate (None: the generator
+        everywhere, the ungated layout); the chooser's pick first.
 
-        Per tile the mode of least estimated bits (gating.choose_modes). Where some tile does
-        not use the base, its compact symbols are dropped and filled, and the predictions are
-        recomputed from what the decoder will have, then blended across tile borders. The
-        other extreme (no prediction anywhere, or the generator everywhere) follows as the
-        second candidate for the encoder's check with the real coder (``_verify``).
+        Two plans are costed with the rate proxy (gating.choose_modes). With the generator:
+        every compact symbol is sent (the generator sees the true symbols, so its
+        reconstruction is the one already made) and each tile takes the generator, the base or
+        nothing. Without it: only tiles that take the base send their symbols, the others
+        take nothing. The cheaper plan is the pick; the other extreme (no prediction anywhere,
+        or the generator everywhere) follows for the check with the real coder (``_residual``).
         """
         cfg = self.gating
         recon = analysis.reconstruction
@@ -330,61 +330,67 @@ class Codec:
         h, w = img.rgb.shape[:2]
         _, mh, mw = symbols.shape
         th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
-        candidates: dict[int, np.ndarray | int] = {}
-        if gating.GEN in cfg.modes:
-            candidates[gating.GEN] = recon
+        preds: dict[int, np.ndarray | int] = {gating.GEN: recon, gating.NONE: gating.FLAT}
         if gating.BASE in cfg.modes:
-            candidates[gating.BASE] = gating.base_pixels(symbols, levels, (h, w))
-        if gating.NONE in cfg.modes:
-            candidates[gating.NONE] = gating.FLAT
+            preds[gating.BASE] = gating.base_pixels(symbols, levels, (h, w))
         cbits = gating.compact_tile_bits(symbols, self.bundle.compact_table, cfg.tile_blocks)
-        modes = gating.choose_modes(img.rgb, candidates, cbits, quality, cfg.tile_blocks)
+        plans = []
+        if gating.GEN in cfg.modes:
+            with_gen = {m: p for m, p in preds.items() if m in cfg.modes}
+            modes, cost = gating.choose_modes(img.rgb, with_gen, None, quality, cfg.tile_blocks)
+            plans.append((cost + float(cbits.sum()), modes, True))
+        without = {m: p for m, p in preds.items() if m in cfg.modes and m != gating.GEN}
+        if without:
+            modes, cost = gating.choose_modes(img.rgb, without, cbits, quality, cfg.tile_blocks)
+            plans.append((cost, modes, False))
+        _, modes, all_symbols = min(plans, key=lambda p: p[0])
         none = np.full((th, tw), gating.NONE, np.int64)
         if (modes == gating.GEN).all():
-            out = [(recon, None)]
-            if gating.NONE in cfg.modes:
-                out.append(self._gated(analysis, none))
-            return out
-        out = [self._gated(analysis, modes)]
-        if (modes != gating.NONE).any() and gating.NONE in cfg.modes:
-            out.append(self._gated(analysis, none))
-        elif gating.GEN in cfg.modes:
+            pick = (recon, None)
+        else:
+            pick = self._gated(analysis, modes, all_symbols)
+        out = [pick]
+        if pick[1] is not None and (modes != gating.NONE).any() and gating.NONE in cfg.modes:
+            out.append(self._gated(analysis, none, False))
+        elif pick[1] is not None and gating.GEN in cfg.modes:
             out.append((recon, None))
+        elif pick[1] is None and gating.NONE in cfg.modes:
+            out.append(self._gated(analysis, none, False))
         return out
 
-    def _gated(self, analysis: Analysis, modes: np.ndarray) -> tuple[np.ndarray, Any]:
+    def _gated(
+        self, analysis: Analysis, modes: np.ndarray, all_symbols: bool
+    ) -> tuple[np.ndarray, Any]:
         """The blended prediction of given tile modes, from the symbols the decoder will have."""
         cfg, levels = self.gating, self.bundle.levels
         img, symbols = analysis.img, analysis.symbols
         h, w = img.rgb.shape[:2]
         _, mh, mw = symbols.shape
-        used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks)
+        used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
         filled = gating.fill_symbols(symbols, used, levels)
         final: dict[int, np.ndarray | int] = {}
         if (modes == gating.GEN).any():
-            key = used.tobytes()
             if used.all():
                 final[gating.GEN] = analysis.reconstruction
-            else:
-                if key not in analysis.filled:
-                    analysis.filled.clear()  # one mask kept: rate control tries few
-                    analysis.filled[key] = self.reconstruct(filled, analysis.labels, (h, w))
-                final[gating.GEN] = analysis.filled[key]
+            else:  # not written by this encoder's plans, but a valid file: decode what it says
+                final[gating.GEN] = self.reconstruct(filled, analysis.labels, (h, w))
         if (modes == gating.BASE).any():
             final[gating.BASE] = gating.base_pixels(filled, levels, (h, w))
         if (modes == gating.NONE).any():
             final[gating.NONE] = gating.FLAT
         pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
-        return pred, (modes, used)
+        return pred, (modes, used, all_symbols)
 
     def _side_layers(self, analysis: Analysis, gate: Any) -> dict[LayerKind, bytes]:
         """The gating and compact layers a candidate's file carries."""
         if gate is None:
             return {LayerKind.COMPACT: analysis.layers[LayerKind.COMPACT]}
-        modes, used = gate
+        modes, used, all_symbols = gate
         cfg = self.gating
-        out = {LayerKind.GATING: encode_modes(modes, cfg.tile_blocks, cfg.radius)}
-        if used.any():
+        out = {LayerKind.GATING: encode_modes(modes, cfg.tile_blocks, cfg.radius, all_symbols)}
+        if all_symbols:
+            out[LayerKind.COMPACT] = analysis.layers[LayerKind.COMPACT]
+        elif used.any():
             out[LayerKind.COMPACT] = encode_compact(
                 analysis.symbols, self.bundle.compact_table, used
             )

@@ -192,7 +192,8 @@ class Decoder:
             return None
         mh, mw = map_shape(header)
         modes, gh = decode_modes(data, mh, mw)
-        return modes, gh.tile_blocks, gh.radius, gating.used_blocks(modes, mh, mw, gh.tile_blocks)
+        used = gating.used_blocks(modes, mh, mw, gh.tile_blocks, gh.all_symbols)
+        return modes, gh.tile_blocks, gh.radius, used
 
     def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).

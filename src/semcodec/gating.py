@@ -47,8 +47,13 @@ def block_modes(modes: np.ndarray, mh: int, mw: int, tile_blocks: int) -> np.nda
     return up[:mh, :mw]
 
 
-def used_blocks(modes: np.ndarray, mh: int, mw: int, tile_blocks: int) -> np.ndarray:
-    """The map blocks whose compact symbols are coded: those of tiles that use the base."""
+def used_blocks(
+    modes: np.ndarray, mh: int, mw: int, tile_blocks: int, all_symbols: bool = False
+) -> np.ndarray:
+    """The map blocks whose compact symbols are coded: those of tiles that use the base, or
+    every block (the layer's flag: where the generator runs, it sees the true symbols)."""
+    if all_symbols:
+        return np.ones((mh, mw), bool)
     return block_modes(modes, mh, mw, tile_blocks) != NONE
 
 
@@ -179,13 +184,14 @@ def compact_tile_bits(symbols: np.ndarray, table: np.ndarray, tile_blocks: int) 
 def choose_modes(
     image: np.ndarray,
     predictions: dict[int, np.ndarray | int],
-    compact_bits: np.ndarray,
+    compact_bits: np.ndarray | None,
     quality: int,
     tile_blocks: int,
-) -> np.ndarray:
-    """Per tile, the mode of least estimated bits: residual proxy plus the compact bits the
-    base costs there (modes 'generator' and 'base'), with equal distortion assumed (the
-    residual coder's quantiser is the same in every tile at one quality)."""
+) -> tuple[np.ndarray, float]:
+    """Per tile, the mode of least estimated bits, and the total: residual proxy plus the
+    compact bits the base costs there (modes 'generator' and 'base'; None: the compact layer
+    is paid in full anyway), with equal distortion assumed (the residual coder's quantiser is
+    the same in every tile at one quality)."""
     tile = tile_blocks * MULTIPLE
     step = step_for(quality)
     x = image.astype(np.int64)
@@ -195,11 +201,12 @@ def choose_modes(
         p = predictions[m]
         r = x - (np.int64(p) if np.isscalar(p) else p.astype(np.int64))
         bits = tile_bits(r, step, tile) * scale_for(quality, m)
-        if m != NONE:
+        if m != NONE and compact_bits is not None:
             bits = bits + compact_bits
         costs.append(bits)
-    best = np.argmin(np.stack(costs), axis=0)
-    return np.array(order, np.int64)[best]
+    stacked = np.stack(costs)
+    best = np.argmin(stacked, axis=0)
+    return np.array(order, np.int64)[best], float(stacked.min(axis=0).sum())
 
 
 VERIFY_EFFORT = 4  # from this effort on, the encoder codes two candidates and keeps the cheaper

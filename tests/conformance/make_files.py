@@ -28,15 +28,43 @@ CASES = {
     "rgba-q70": (40, 32, "RGBA", 70, "avif"),
     "tiny-side": (9, 13, "RGB", 30, "avif"),  # grown to the networks' 32-pixel minimum
     "tiled-base": (1456, 1448, "RGB", 0, "avif"),  # above the tiling threshold: 4 tiles
-    # format version 3: per-tile prediction (gating layer); the first mixes modes, the second
-    # uses no base at all (no compact layer: header + map + gating + residual)
-    "rgb-q40-gated": (192, 128, "RGB", 40, "avif"),
+    # format version 3: per-tile prediction (gating layer). 'mixed' has every mode with all
+    # compact symbols; 'masked' base and none tiles with the symbols of base tiles only;
+    # 'nocompact' no tile using the base (header + map + gating + residual)
+    "rgb-q40-mixed": (192, 128, "RGB", 40, "avif"),
+    "rgb-q40-masked": (192, 128, "RGB", 40, "avif"),
     "rgb-q50-nocompact": (96, 64, "RGB", 50, "avif"),
 }
 #: cases encoded with a fixed gating configuration (the others with the codec's default)
 GATING = {"rgb-q50-nocompact": {"modes": (2,)}}
 #: cases drawn by ``structured`` (straight edges beside smooth areas) instead of ``synthetic``
-STRUCTURED = ("rgb-q40-gated",)
+STRUCTURED = ("rgb-q40-mixed", "rgb-q40-masked")
+#: cases whose tile modes are set here (the encoder's own choice would be one mode): modes
+#: over the 3 x 2 tiles, and whether every compact symbol is coded
+FORCED = {
+    "rgb-q40-mixed": ([[0, 1, 2], [2, 0, 1]], True),
+    "rgb-q40-masked": ([[1, 2, 1], [2, 1, 2]], False),
+}
+
+
+def forced_file(codec, picture: Image.Image, quality: int, modes, all_symbols: bool) -> bytes:
+    """A valid file with given tile modes: the encoder's layers around that prediction."""
+    from semcodec import container
+    from semcodec.container import Header, LayerKind
+    from semcodec.entropy.residual import get_backend
+
+    an = codec.analyse(picture)
+    rgb = an.img.rgb
+    h, w = rgb.shape[:2]
+    an.reconstruction = codec.reconstruct(an.symbols, an.labels, (h, w))
+    pred, gate = codec._gated(an, np.array(modes, np.int64), all_symbols)
+    layers = {k: v for k, v in an.layers.items() if k != LayerKind.COMPACT}
+    layers.update(codec._side_layers(an, gate))
+    backend = get_backend("avif")
+    layers[LayerKind.RESIDUAL] = backend.encode(rgb.astype(np.int16) - pred, quality)
+    header = Header(w, h, "RGB", codec.bundle.name, codec.bundle.hash, quality, backend.code,
+                    8, codec.bundle.levels)  # fmt: skip
+    return container.pack(header, layers)
 
 
 def synthetic(width: int, height: int, mode: str, seed: int) -> Image.Image:
@@ -109,7 +137,10 @@ def main(model: str = "default", add: bool = False) -> None:
         if name in GATING:
             enc = Codec(model, gating_config=GatingConfig(**GATING[name]))
         picture = structured(w, h, i) if name in STRUCTURED else synthetic(w, h, mode, i)
-        data = enc.encode(picture, quality=q, residual=residual)
+        if name in FORCED:
+            data = forced_file(codec, picture, q, *FORCED[name])
+        else:
+            data = enc.encode(picture, quality=q, residual=residual)
         (out / f"{name}.sem").write_bytes(data)
         full = codec.decode(data)
         base = codec.decode(data, layer="base")
