@@ -394,8 +394,21 @@ def merge(
         "metrics": _merge_metric_info(results),
         "aggregate": agg,
         "bd": bd_against(agg, config["anchor"], min_points=results[0]["bd"].get("min_points", 4)),
+        "tile_modes": tile_modes(records),
+        "prediction": predictions(records, sizes, config["anchor"]),
     }
     return jsonable(merged)
+
+
+def predictions(
+    records: Sequence[Mapping[str, Any]], sizes: Mapping[str, tuple[int, int]], anchor: str
+) -> dict[str, Any]:
+    """The prediction value of every semcodec codec that ran beside the residual coder."""
+    return {
+        c: pv
+        for c in ("semcodec", "semcodec-ungated")
+        if (pv := prediction_value(records, sizes, c, anchor=anchor))
+    }
 
 
 def _merge_metric_info(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from semcodec.bench.rd.results import (
     bd_against,
     bpp,
     jsonable,
-    prediction_value,
+    predictions,
     tile_modes,
     utc_now,
 )
@@ -266,10 +266,6 @@ def run_benchmark(
         "aggregate": agg,
         "bd": bd_against(agg, anchor, min_points=min_points),
         "tile_modes": tile_modes(records),
-        "prediction": {
-            c: pv
-            for c in ("semcodec", "semcodec-ungated")
-            if (pv := prediction_value(records, sizes, c, anchor=anchor, min_points=min_points))
-        },
+        "prediction": predictions(records, sizes, anchor),
     }
     return jsonable(result)
