@@ -227,10 +227,10 @@ class Harness:
 
         from semcodec import container
         from semcodec.codec import get_codec
-        from semcodec.decoder import read_map
         from semcodec.entropy import compact, gating, semantic_map
         from semcodec.entropy.residual import get_backend
         from semcodec.errors import SemcodecError
+        from semcodec.maplayer import read_map
         from semcodec.metadata import decode_metadata
 
         self.np, self.container = np, container

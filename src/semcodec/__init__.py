@@ -37,6 +37,6 @@ def decode_map(data: bytes, size: str = "full"):
     size="full" gives one id per pixel (nearest), "stored" the coded 1/8-size map. Only the
     header and the map layer are read: no model, no generator, no torch.
     """
-    from .decoder import decode_map as _decode_map
+    from .maplayer import decode_map as _decode_map
 
     return _decode_map(data, size)

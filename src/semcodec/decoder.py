@@ -17,7 +17,6 @@ import numpy as np
 from PIL import Image
 
 from . import container, gating
-from .classes import CLASSES, NUM_CLASSES
 from .container import Header, LayerKind, Limits
 from .entropy.alpha import decode_alpha
 from .entropy.compact import check_payload_size as check_compact_size
@@ -28,13 +27,13 @@ from .entropy.semantic_map import check_payload_size as check_map_size
 from .entropy.semantic_map import decode_map as _decode_map_payload
 from .errors import CorruptData, ModelError
 from .imageio import pil_pixel_limit
+from .maplayer import map_shape
 from .metadata import Metadata, decode_metadata
 from .parts import DecoderParts, find_parts
 from .tiling import DEFAULT_TILING, MIN_SIDE, MULTIPLE, Tiling, blocks, grow
 
 # (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
 GeneratorKernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
-MAP_SIZES = ("full", "stored")
 
 
 @dataclass
@@ -48,48 +47,6 @@ class DecodeResult:
     base: np.ndarray | None = None  # the prediction (H,W,3) before the residual, if asked for
     metadata: Metadata = field(default_factory=Metadata)  # ICC profile, EXIF, XMP of the input
     modes: np.ndarray | None = None  # gated files: each tile's prediction mode
-
-
-def map_shape(header: Header) -> tuple[int, int]:
-    """The stored map's rows and columns: the image size over the map scale, rounded up."""
-    s = header.map_scale
-    return -(-header.height // s), -(-header.width // s)
-
-
-def read_map(data: bytes, limits: Limits | None = None) -> tuple[Header, np.ndarray]:
-    """The header and the stored class ids (uint8, 1/map_scale size), reading nothing else.
-
-    Only the header and the map layer are checked and decoded; the compact, residual and
-    alpha layers may be damaged without stopping it (their lengths must still add up).
-    """
-    header, layers = container.unpack_layers(data, (LayerKind.SEMANTIC_MAP,), limits or Limits())
-    mh, mw = map_shape(header)
-    payload = layers[LayerKind.SEMANTIC_MAP]
-    check_map_size(payload, mh, mw, f"a {header.width}x{header.height} image")
-    return header, _decode_map_payload(payload, mh, mw, NUM_CLASSES)
-
-
-def full_size_map(labels: np.ndarray, header: Header) -> np.ndarray:
-    """Stored ids at image size (nearest: each stored id covers map_scale² pixels)."""
-    s = header.map_scale
-    full = np.repeat(np.repeat(labels, s, axis=0), s, axis=1)
-    return np.ascontiguousarray(full[: header.height, : header.width])
-
-
-def decode_map(data: bytes, size: str = "full") -> np.ndarray:
-    """The class ids (uint8, indices into CLASSES) of a .sem file, at image or stored size."""
-    if size not in MAP_SIZES:
-        raise ValueError(f"size must be one of {MAP_SIZES}, got {size!r}")
-    header, labels = read_map(data)
-    return full_size_map(labels, header) if size == "full" else labels
-
-
-def class_shares(labels: np.ndarray) -> dict[str, float]:
-    """Share of the map's positions per class present, largest first."""
-    counts = np.bincount(labels.ravel(), minlength=NUM_CLASSES)[:NUM_CLASSES]
-    total = max(1, int(counts.sum()))
-    order = np.argsort(-counts, kind="stable")
-    return {CLASSES[i]: float(counts[i]) / total for i in order if counts[i]}
 
 
 def numpy_kernel(parts: DecoderParts) -> GeneratorKernel:

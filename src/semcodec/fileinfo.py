@@ -17,7 +17,7 @@ def bpp(nbytes: int, width: int, height: int) -> float:
 
 def file_info(data: bytes) -> dict[str, Any]:
     """Everything ``semcodec info`` reports, after validating the whole file."""
-    from .decoder import class_shares, full_size_map, map_shape, read_map
+    from .maplayer import class_shares, full_size_map, map_shape, read_map
     from .metadata import decode_metadata
     from .parts import release_meta
 

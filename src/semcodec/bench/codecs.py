@@ -404,9 +404,9 @@ class SemcodecAdapter(CodecAdapter):
     def tile_shares(self, data: bytes) -> dict[str, float] | None:
         """Share of tiles per prediction mode of a file (the generator everywhere if ungated)."""
         from semcodec import container
-        from semcodec.decoder import map_shape
         from semcodec.entropy.gating import decode_modes
         from semcodec.gating import mode_shares
+        from semcodec.maplayer import map_shape
 
         header, layers = container.unpack(data)
         gate = layers.get(container.LayerKind.GATING)

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from .. import container
 from ..defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
-from ..entropy.residual import BACKENDS
 from ..fileinfo import bpp, file_info, format_info
 from ..labelmap import label_image
 from ..metadata import KINDS as METADATA_KINDS
@@ -42,6 +42,8 @@ from .common import (
     with_name,
 )
 
+# the residual coders' names, from the format's codes (no coder module imported at start-up)
+BACKENDS = tuple(kind.label for kind in container.ResidualKind if kind != container.RESIDUAL_NONE)
 DECODE_FORMATS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "png": ("PNG", ".png", {}),
     "bmp": ("BMP", ".bmp", {}),
@@ -329,7 +331,7 @@ def _decode_work(task: _DecodeTask) -> Outcome:
     out = png_bytes(image, task.fmt, result.metadata)
     extra = None
     if task.segmentation:
-        from ..decoder import full_size_map
+        from ..maplayer import full_size_map
 
         extra = png_bytes(
             label_image(full_size_map(result.semantic_map, result.header), task.color)
@@ -357,7 +359,7 @@ def _decoder(data: bytes, model: str | None):
 
 def _map_work(data: bytes, task: _DecodeTask) -> Outcome:
     """--layer map: the class ids (or palette) from the header and map layer alone."""
-    from ..decoder import full_size_map, read_map
+    from ..maplayer import full_size_map, read_map
 
     header, labels = read_map(data)
     if task.map_size == "full":

@@ -297,7 +297,7 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
         dec_t.append(c - b)
         enc_c.append(bc - ac)
         dec_c.append(cc - bc)
-    from semcodec.decoder import full_size_map, read_map
+    from semcodec.maplayer import full_size_map, read_map
 
     map_t = []
     for _ in range(max(3, spec["repeats"])):
