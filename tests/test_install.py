@@ -29,7 +29,10 @@ img[10:30, 20:40] = (200, 120, 40)
 codec = Codec("default")
 data = codec.encode(img, quality=50)
 out = np.asarray(codec.decode(data).image)
+from semcodec.parts import installed_release_meta
+releases = sorted(f"{m['name']}-{m['hash'][:8]}" for m in installed_release_meta())
 print(json.dumps({"package": semcodec.__file__, "weights": str(zoo.weights_dir()),
+                  "releases": releases,
                   "model": codec.bundle.name + "-" + codec.bundle.hash[:8],
                   "bytes": len(data), "shape": list(out.shape),
                   "max_error": int(np.abs(out.astype(int) - img).max())}))
@@ -59,4 +62,6 @@ def test_wheel_carries_the_weights_and_encodes(tmp_path: Path) -> None:
     assert got["weights"].startswith(str(target))
     shipped = sorted(p.stem for p in (ROOT / "models").glob("default-*.pt"))
     assert [got["model"]] == shipped
+    # every release's decoder parts travel in the wheel: old files decode after an upgrade
+    assert got["releases"] == sorted(p.stem for p in (ROOT / "models" / "decoders").glob("*.npz"))
     assert got["shape"] == [40, 56, 3] and got["bytes"] > 100 and got["max_error"] < 80
