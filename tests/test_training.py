@@ -112,7 +112,7 @@ def test_codec_steps_lower_the_loss() -> None:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5])
 
 
