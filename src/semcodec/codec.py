@@ -517,11 +517,7 @@ class Codec:
 
         keep_base also returns the generator output before the residual (one decode, both layers).
         """
-        header = container.read_header(data)
-        if header.model_name != self.bundle.name:
-            raise ModelError(
-                f"file was encoded with model {header.model_name!r}, decoder has {self.bundle.name!r}"
-            )
+        self.check_model(container.read_header(data))
         dec = self.decoder
         result = dec.decode(data, layer, keep_base)
         self.timings, self.cpu_timings = dec.timings, dec.cpu_timings

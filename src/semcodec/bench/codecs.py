@@ -408,8 +408,9 @@ class SemcodecAdapter(CodecAdapter):
         from semcodec.gating import mode_shares
         from semcodec.maplayer import map_shape
 
-        header, layers = container.unpack(data)
-        gate = layers.get(container.LayerKind.GATING)
+        kind = container.LayerKind.GATING
+        header, layers = container.unpack_layers(data, (kind,))  # the small layer only
+        gate = layers.get(kind)
         if gate is None:
             return {"generator": 1.0, "base": 0.0, "none": 0.0} if header.quality else None
         return mode_shares(decode_modes(gate, *map_shape(header))[0])

@@ -115,11 +115,6 @@ class IntConv:
         """The exact scaled accumulator (fp32), not yet rounded."""
         return F.conv2d(q, self._w, self._b, padding=self._pad)
 
-    def bound(self, input_max: np.ndarray) -> int:
-        """Largest |partial sum| of the accumulator for inputs bounded per input channel."""
-        w = self.weight.to(torch.int64).abs().sum(dim=(2, 3)).numpy()  # (out, in)
-        return int((w @ input_max.astype(np.int64) + self.bias.to(torch.int64).abs().numpy()).max())
-
 
 @contextlib.contextmanager
 def ieee_fp32() -> Iterator[None]:
