@@ -148,6 +148,23 @@ def test_avif_bare_form_decodes_like_the_whole_file(h: int, w: int) -> None:
     np.testing.assert_array_equal(b.decode(version1, h, w), b.decode(data, h, w))
 
 
+def test_avif_420_layout_keeps_the_bare_form_and_decodes() -> None:
+    """4:2:0 (offered for images themselves) is the baseline profile: its rebuilt file type
+    box names MA1B, so the bare form still applies; the decoder needs no flag."""
+    b = get_backend("avif")
+    assert b.layouts(image=True) == ("4:4:4", "4:2:0") and b.layouts(image=False) == ("4:4:4",)
+    rgb = _residual(40, 56, seed=5, amp=3.0)
+    data = b.encode(rgb, 90, layout="4:2:0")
+    assert data[0] == 2 and data[5] >> 5 == 0  # bare form; av1C seq_profile 0
+    assert b.encode(rgb, 90)[5] >> 5 == 1  # 4:4:4: profile 1
+    assert _psnr(b.decode(data, 40, 56), rgb) > 30
+    assert b.encode(rgb, 90, layout="4:2:0") == data
+    with pytest.raises(ValueError, match="layout"):
+        b.encode(rgb, 90, layout="4:2:2")
+    with pytest.raises(ValueError, match="layout"):
+        get_backend("native").encode(rgb, 90, layout="4:2:0")
+
+
 def test_avif_split_refuses_a_layout_it_cannot_rebuild() -> None:
     b = get_backend("avif")
     data = b.encode(_residual(16, 24), 40)

@@ -402,27 +402,34 @@ class Codec:
         """The residual, gating and compact layers of the chosen candidate, and its gate.
 
         With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
-        residual coder and the one of least cost log2(bits) − PSNR / slope(q) is kept
+        residual coder, in each layout the backend offers for it (AVIF: 4:2:0 as well where
+        the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
         (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
         """
         rgb = analysis.img.rgb
-        cands = self._candidates(analysis, quality)
+        plans = self._candidates(analysis, quality)
         if self.effort < gating.VERIFY_EFFORT:
-            cands = cands[:1]
+            cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
+        else:  # each candidate in every payload layout the backend offers for it
+            cands = [
+                (pred, gate, layout)
+                for pred, gate in plans
+                for layout in backend.layouts(_predicts_nothing(gate))
+            ]
 
-        def code(pred: np.ndarray) -> Callable[[], bytes]:
+        def code(pred: np.ndarray, layout: str | None) -> Callable[[], bytes]:
             def run() -> bytes:
                 res = rgb.astype(np.int16)
                 res -= pred
-                return backend.encode(res, quality, self.effort)
+                return backend.encode(res, quality, self.effort, layout)
 
             return run
 
         # libaom runs one thread per encode: the candidates side by side give the same bytes
-        payloads = runtime.run_parallel([code(pred) for pred, _ in cands])
+        payloads = runtime.run_parallel([code(pred, layout) for pred, _, layout in cands])
         fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + 80  # header, map: the same
         best: tuple[float, dict[LayerKind, bytes], Any] | None = None
-        for (pred, gate), payload in zip(cands, payloads, strict=True):
+        for (pred, gate, _), payload in zip(cands, payloads, strict=True):
             layers = self._side_layers(analysis, gate)
             layers[LayerKind.RESIDUAL] = payload
             if len(cands) == 1:
@@ -522,6 +529,11 @@ class Codec:
         result = dec.decode(data, layer, keep_base)
         self.timings, self.cpu_timings = dec.timings, dec.cpu_timings
         return result
+
+
+def _predicts_nothing(gate: Any) -> bool:
+    """Whether a candidate's residual is the image itself: every tile in mode 'none'."""
+    return gate is not None and bool((gate[0] == gating.NONE).all())
 
 
 _DEFAULT: dict[str, Codec] = {}

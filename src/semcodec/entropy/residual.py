@@ -45,9 +45,21 @@ class ResidualBackend(ABC):
     code: int
 
     @abstractmethod
-    def encode(self, residual: np.ndarray, quality: int, effort: int = DEFAULT_EFFORT) -> bytes:
+    def encode(
+        self,
+        residual: np.ndarray,
+        quality: int,
+        effort: int = DEFAULT_EFFORT,
+        layout: str | None = None,
+    ) -> bytes:
         """Code an int16 (H, W, 3) residual in [-255, 255]; higher quality → more bytes,
-        higher effort → more encoder time for fewer bytes (the decoder is the same)."""
+        higher effort → more encoder time for fewer bytes (the decoder is the same).
+        ``layout`` is one of ``layouts()`` (None: the first); the payload says which it is."""
+
+    def layouts(self, image: bool) -> tuple[str, ...]:
+        """The payload layouts worth trying, best guess first; ``image``: the residual is the
+        image itself (no prediction anywhere), which may suit another layout than a residual."""
+        return ("default",)
 
     @abstractmethod
     def decode(self, data: bytes, height: int, width: int) -> np.ndarray:

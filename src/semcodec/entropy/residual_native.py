@@ -411,9 +411,17 @@ class NativeBackend(ResidualBackend):
             raise ValueError(f"block_size must be one of {BLOCK_SIZES}, got {block_size}")
         self.block_size = block_size
 
-    def encode(self, residual: np.ndarray, quality: int, effort: int = DEFAULT_EFFORT) -> bytes:
+    def encode(
+        self,
+        residual: np.ndarray,
+        quality: int,
+        effort: int = DEFAULT_EFFORT,
+        layout: str | None = None,
+    ) -> bytes:
         """Quantise and code a residual; ``quality`` 100 is near-lossless. ``effort`` changes
         nothing here (one coding path), so every level gives the same bytes."""
+        if layout not in (None, "default"):
+            raise ValueError(f"native residual: unknown layout {layout!r}")
         check_residual(residual)
         step = quality_to_step(quality)
         lay = _layout(self.block_size)
