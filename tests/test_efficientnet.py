@@ -139,3 +139,27 @@ def test_features_have_strides_8_16_32() -> None:
     )
     with pytest.raises(RuntimeError):
         net(torch.zeros(1, 3, 32, 32))
+
+
+def test_perceptual_term_can_use_the_frozen_imagenet_features() -> None:
+    """`train codec --features imagenet`: the pinned ImageNet weights, frozen, three taps; a
+    reconstruction farther from the target costs more."""
+    from semcodec.losses import ImageNetLite0Features, PerceptualLoss
+    from semcodec.train.codec import perceptual_features
+
+    state = _state()
+    feats = perceptual_features("imagenet", None, None)
+    assert isinstance(feats, ImageNetLite0Features)
+    assert torch.equal(feats.net._conv_stem.weight, state["_conv_stem.weight"])
+    loss = PerceptualLoss(feats)
+    assert not any(p.requires_grad for p in loss.parameters())
+    y = torch.rand(1, 3, 64, 64)
+    maps = feats(y)
+    assert [m.shape[1] for m in maps] == [40, 112, 320]
+    x = y.clone().requires_grad_(True)
+    near = loss(x + 0.01 * torch.randn_like(y), y)
+    near.backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    assert loss(1 - y, y) > near
+    with pytest.raises(ValueError, match="perceptual features"):
+        perceptual_features("vgg", None, None)

@@ -157,6 +157,25 @@ class SegBackboneFeatures(nn.Module):
         return out
 
 
+class ImageNetLite0Features(nn.Module):
+    """A9's L_VGG features from ImageNet: the pinned EfficientNet-Lite0, frozen, tapped at the
+    ends of stages 3, 5 and 7 (40, 112 and 320 channels at strides 8, 16 and 32), equal weights.
+
+    Why: features trained on 1.28 M ImageNet photos describe what people see better than a
+    backbone fine-tuned on 468 street frames; VGG-19's weights are not available offline.
+    """
+
+    def __init__(self, state: dict[str, torch.Tensor] | None = None):
+        super().__init__()
+        from .models.efficientnet import EfficientNetLite0, load_into, load_pretrained_state
+
+        self.net = EfficientNetLite0(head=False)
+        load_into(self.net, load_pretrained_state() if state is None else state)
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return self.net.features(x)
+
+
 class PerceptualLoss(nn.Module):
     """L_VGG: distance of frozen feature maps of target and reconstruction (ImageNet-normalised input)."""
 

@@ -18,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ..entropy.compact import table_neighbours
 from ..entropy.context_model import ContextModel
 from ..losses import (
+    ImageNetLite0Features,
     LossWeights,
     PerceptualLoss,
     SegBackboneFeatures,
@@ -195,6 +196,7 @@ def train_codec(
     save_every_s: float = 300.0,
     synthetic: bool = False,
     init_bundle: Path | None = None,
+    features: str = "seg",
 ) -> CodecNets:
     """Joint training on BSDS500 photos and CamVid frames with maps from the trained seg net."""
     rank, world, device = setup_distributed()
@@ -211,7 +213,7 @@ def train_codec(
         nets.comp.requires_grad_(False)  # no gradients: Adam leaves these parameters alone
         nets.ctx.requires_grad_(False)
     disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
-    perc_net = load_vgg19(str(vgg)) if vgg is not None else SegBackboneFeatures(seg.rgb.backbone)
+    perc_net = perceptual_features(features, vgg, seg)
     perc = PerceptualLoss(perc_net).to(device)
     use_d = cfg.weights.gan > 0 or cfg.weights.feature_matching > 0
     betas = (0.5, 0.999) if use_d else (0.9, 0.999)  # GAN-style momentum only with a discriminator
@@ -338,6 +340,21 @@ def evaluate(nets: CodecNets, images: list, maps: list, device) -> dict[str, flo
     if s2:
         out["val_s2"] = float(np.mean(s2))
     return out
+
+
+PERCEPTUAL_FEATURES = ("seg", "imagenet")
+
+
+def perceptual_features(kind: str, vgg: Path | None, seg: nn.Module) -> nn.Module:
+    """The frozen network of the perceptual term: VGG-19 when given, else the segmentation
+    net's RGB backbone ('seg') or the ImageNet EfficientNet-Lite0 ('imagenet')."""
+    if vgg is not None:
+        return load_vgg19(str(vgg))
+    if kind == "imagenet":
+        return ImageNetLite0Features()
+    if kind != "seg":
+        raise ValueError(f"perceptual features must be one of {PERCEPTUAL_FEATURES}, got {kind!r}")
+    return SegBackboneFeatures(seg.rgb.backbone)
 
 
 def recipe_changed(saved_config: str | None, cfg: CodecTrainConfig) -> bool:
@@ -491,6 +508,14 @@ def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
     default=None,
     help="torchvision-format VGG-19 state dict for L_VGG (default: the seg backbone's features)",
 )
+@click.option(
+    "--features",
+    type=click.Choice(PERCEPTUAL_FEATURES),
+    default="seg",
+    show_default=True,
+    help="network of the perceptual term: the segmentation net's RGB backbone, or the "
+    "ImageNet EfficientNet-Lite0 of the [train] extra (frozen; stages 3, 5, 7)",
+)
 @click.option("--resume/--no-resume", default=True, show_default=True)
 @click.option(
     "--init-bundle",
@@ -548,6 +573,7 @@ def codec_command(
     w_rate,
     w_s2,
     vgg,
+    features,
     resume,
     init_bundle,
     context_neighbours,
@@ -596,6 +622,7 @@ def codec_command(
         save_every,
         synthetic,
         init_bundle,
+        features,
     )
 
 
