@@ -11,7 +11,13 @@ from semcodec.entropy.residual import (
     backend_by_code,
     get_backend,
 )
-from semcodec.entropy.residual_avif import from_uint8, split_avif, to_uint8, wrap_av1
+from semcodec.entropy.residual_avif import (
+    chroma_layout,
+    from_uint8,
+    split_avif,
+    to_uint8,
+    wrap_av1,
+)
 from semcodec.entropy.residual_native import NativeBackend, quality_to_step
 from semcodec.entropy.semantic_map import get_varint
 from semcodec.errors import CorruptData
@@ -159,6 +165,9 @@ def test_avif_420_layout_keeps_the_bare_form_and_decodes() -> None:
     assert b.encode(rgb, 90)[5] >> 5 == 1  # 4:4:4: profile 1
     assert _psnr(b.decode(data, 40, 56), rgb) > 30
     assert b.encode(rgb, 90, layout="4:2:0") == data
+    assert chroma_layout(data) == "4:2:0" and chroma_layout(b.encode(rgb, 90)) == "4:4:4"
+    whole = bytes([1]) + data[1:4] + wrap_av1(56, 40, data[4:8], data[8:])  # version 1
+    assert chroma_layout(whole) == "4:2:0" and chroma_layout(b"\x02\x01") is None
     with pytest.raises(ValueError, match="layout"):
         b.encode(rgb, 90, layout="4:2:2")
     with pytest.raises(ValueError, match="layout"):

@@ -163,6 +163,10 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
         mse = float(np.mean((avif.decode(alone, *rgb.shape[:2]) + 128.0 - rgb) ** 2))
         costs[alone] = gating.rd_cost(8.0 * len(alone), mse, 60)
     assert len(costs) == 2 and layers[LayerKind.RESIDUAL] == min(costs, key=costs.get)
+    from semcodec.entropy.residual_avif import chroma_layout
+    from semcodec.fileinfo import file_info
+
+    assert file_info(data)["residual_chroma"] == chroma_layout(layers[LayerKind.RESIDUAL])
     fast = Codec("tiny", effort=gating.VERIFY_EFFORT - 1, gating_config=none_only.gating)
     plain = avif.encode(rgb.astype(np.int16) - 128, 60, gating.VERIFY_EFFORT - 1)
     assert container.unpack(fast.encode(rgb, quality=60))[1][LayerKind.RESIDUAL] == plain

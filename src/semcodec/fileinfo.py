@@ -45,6 +45,7 @@ def file_info(data: bytes) -> dict[str, Any]:
         ),
         "quality": header.quality,
         "residual": container.ResidualKind.label_of(header.residual_backend),
+        "residual_chroma": _residual_chroma(header, layers.get(container.LayerKind.RESIDUAL)),
         "map_scale": header.map_scale,
         "compact_levels": header.compact_levels,
         "header_bytes": len(data) - payload,
@@ -58,12 +59,22 @@ def file_info(data: bytes) -> dict[str, Any]:
     }
 
 
+def _residual_chroma(header: container.Header, payload: bytes | None) -> str | None:
+    """The AVIF residual's chroma layout (4:4:4, or 4:2:0 where it codes the image itself)."""
+    if payload is None or header.residual_backend != container.ResidualKind.AVIF:
+        return None
+    from .entropy.residual_avif import chroma_layout
+
+    return chroma_layout(payload)
+
+
 def format_info(name: str, d: dict[str, Any]) -> str:
     """The human-readable form of file_info."""
     lines = [
         f"{name}: {d['bytes']} bytes, {d['width']}x{d['height']} {d['mode']}, {d['bpp']:.4f} bpp",
         f"  model      {d['model']} (hash {d['model_hash']}; {_release_text(d['release'])})",
-        f"  quality    {d['quality']}, residual {d['residual']}",
+        f"  quality    {d['quality']}, residual {d['residual']}"
+        + (f" {d['residual_chroma']}" if d.get("residual_chroma") else ""),
         f"  {'header':<12}{d['header_bytes']:>10} bytes  "
         f"{bpp(d['header_bytes'], d['width'], d['height']):.4f} bpp",
     ]

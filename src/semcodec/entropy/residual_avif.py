@@ -173,6 +173,25 @@ def split_avif(avif: bytes, width: int, height: int) -> tuple[bytes, bytes] | No
     return av1c, av1
 
 
+def chroma_layout(payload: bytes) -> str | None:
+    """The chroma subsampling an AVIF residual payload records ('4:4:4', '4:2:0', ...), read
+    from its av1C bytes without decoding; None if the payload has no readable av1C."""
+    data = bytes(payload)
+    if len(data) < _HEADER + _AV1C or data[0] not in (_VERSION_FILE, _VERSION_BARE):
+        return None
+    if data[0] == _VERSION_BARE:
+        av1c = data[_HEADER : _HEADER + _AV1C]
+    else:
+        at = data.find(b"av1C", _HEADER)
+        if at < 0 or at + 4 + _AV1C > len(data):
+            return None
+        av1c = data[at + 4 : at + 4 + _AV1C]
+    flags = av1c[2]  # tier, high_bitdepth, twelve_bit, monochrome, subsampling_x, _y, position
+    if flags >> 4 & 1:
+        return "4:0:0"
+    return {(0, 0): "4:4:4", (1, 0): "4:2:2", (1, 1): "4:2:0"}.get((flags >> 3 & 1, flags >> 2 & 1))
+
+
 def _require_avif() -> None:
     """Fail clearly when this Pillow build lacks AVIF support."""
     if not features.check("avif"):
