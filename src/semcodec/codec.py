@@ -402,14 +402,16 @@ class Codec:
         """The residual, gating and compact layers of the chosen candidate, and its gate.
 
         With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
-        residual coder, in each layout the backend offers for it (AVIF: 4:2:0 as well where
-        the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
+        residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
+        AVIF: 4:2:0 as well where the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
         (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
         """
         rgb = analysis.img.rgb
         plans = self._candidates(analysis, quality)
         if self.effort < gating.VERIFY_EFFORT:
             cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
+        elif self.effort < gating.LAYOUT_EFFORT:
+            cands = [(pred, gate, None) for pred, gate in plans]
         else:  # each candidate in every payload layout the backend offers for it
             cands = [
                 (pred, gate, layout)
