@@ -526,9 +526,13 @@ def test_target_size_with_the_default_avif_residual(tmp_path: Path, monkeypatch)
 
 
 _STALLED_WRITE = """
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
 import semcodec.cli
+
+# a job started in the background by a shell (`make test &`, nohup) inherits SIGINT ignored,
+# and Python then keeps it ignored; Ctrl-C reaches a foreground command, so restore that
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def stalled_fsync(fd):  # the output's temporary file exists and is being written
     Path(sys.argv[1]).touch()
