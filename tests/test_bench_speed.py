@@ -29,7 +29,7 @@ def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
     _image(tmp_path / "imgs")
     out = tmp_path / "speed.json"
     cmd = [sys.executable, "-m", "semcodec.cli", "bench", "speed", "--images",
-           str(tmp_path / "imgs"), "--model", "tiny", "--qualities", "0,30", "--threads", "1",
+           str(tmp_path / "imgs"), "--model", "tiny", "--qualities", "0,5,30", "--threads", "1",
            "--repeats", "2", "--net-size", "64x48", "--no-startup", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -38,7 +38,7 @@ def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
     assert res["config"]["model"] == "tiny" and res["config"]["model_note"] is None
     assert {"cpu", "usable_cpus", "ram_gib", "loadavg"} <= set(res["machine"])
     assert res["versions"]["torch"] and res["versions"]["pillow"]
-    assert [(r["image"], r["quality"]) for r in res["runs"]] == [("gen", 0), ("gen", 30)]
+    assert [(r["image"], r["quality"]) for r in res["runs"]] == [("gen", 0), ("gen", 5), ("gen", 30)]
     for r in res["runs"]:
         assert r["error"] is None and (r["width"], r["height"]) == (48, 40)
         assert len(r["encode_runs"]) == 2 and r["encode_s"] == pytest.approx(
@@ -53,11 +53,15 @@ def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
         # a light parent: the child's peak is its own (torch alone is > 100 MiB)
         assert r["peak_rss_mib"] >= r["rss_after_load_mib"] > 50
         assert sum(r["layer_bytes"].values()) <= r["bytes"]
-    q0, q30 = res["runs"]
+    q0, q5, q30 = res["runs"]
     assert q0["encode_stages"]["residual_coding"] == 0 and "residual" not in q0["layer_bytes"]
     assert q0["encode_stages"]["generator"] == 0  # no residual: the encoder skips the generator
-    assert q30["encode_stages"]["residual_coding"] > 0 and q30["encode_stages"]["generator"] > 0
-    assert set(res["summary"]) == {"0", "30"} and res["summary"]["0"]["n"] == 1
+    assert q0["encode_stages"]["compnet"] > 0
+    assert q5["encode_stages"]["residual_coding"] > 0 and q5["encode_stages"]["generator"] > 0
+    # from gating.SEARCH_QUALITY the default effort codes the image itself, networks unused
+    assert q30["encode_stages"]["residual_coding"] > 0 and q30["encode_stages"]["generator"] == 0
+    assert q30["encode_stages"]["compnet"] == 0 and "compact" not in q30["layer_bytes"]
+    assert set(res["summary"]) == {"0", "5", "30"} and res["summary"]["0"]["n"] == 1
     (net,) = res["networks"]
     assert net["error"] is None and net["size"] == [64, 48] and net["threads"] == 1
     assert (

@@ -207,3 +207,46 @@ def test_info_and_base_layer_of_a_file_without_compact_layer(tmp_path, monkeypat
     assert r.exit_code == 0, r.output
     assert "no base layer" in r.stderr
     assert (np.asarray(Image.open("b.png")) == gating.FLAT).all()
+
+
+def _counting_compnet(codec: Codec, monkeypatch) -> list[int]:
+    """Count CompNet's calls on this codec's bundle."""
+    calls = [0]
+    comp = codec.bundle.comp
+    forward = comp.forward
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(comp, "forward", counted)
+    return calls
+
+
+def test_below_search_effort_high_qualities_code_the_image_without_the_networks(
+    monkeypatch,
+) -> None:
+    """From SEARCH_QUALITY up, the default effort writes header + map + gating + residual of
+    the image itself without running CompNet or the generator: the same file as a full search
+    that may only choose 'none'; lower qualities, -q 0 and SEARCH_EFFORT still search."""
+    rgb = _photo()
+    q = gating.SEARCH_QUALITY
+    fast = Codec("tiny", gating_config=gating.GatingConfig(modes=(NONE,)))
+    assert fast.effort < gating.SEARCH_EFFORT
+    calls = _counting_compnet(fast, monkeypatch)
+    monkeypatch.setattr(fast, "reconstruct", lambda *a: pytest.fail("generator ran"))
+    data = fast.encode(rgb, quality=q)
+    assert calls[0] == 0 and "compnet" not in fast.timings
+    _, layers = container.unpack(data)
+    assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
+    monkeypatch.undo()  # the generator back; a full search that may only choose 'none'
+    calls = _counting_compnet(fast, monkeypatch)
+    monkeypatch.setattr(gating, "searches", lambda effort, quality: True)
+    assert fast.encode(rgb, quality=q) == data and calls[0] > 0
+    monkeypatch.undo()
+    for effort, quality in ((5, q - 1), (5, 0), (gating.SEARCH_EFFORT, q)):
+        searching = Codec("tiny", effort=effort)
+        calls = _counting_compnet(searching, monkeypatch)
+        searching.encode(rgb, quality=quality)
+        assert calls[0] > 0, (effort, quality)
+        monkeypatch.undo()

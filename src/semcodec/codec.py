@@ -69,13 +69,22 @@ class Analysis:
 
     img: LoadedImage
     labels: np.ndarray
-    symbols: np.ndarray
-    layers: dict[LayerKind, bytes]  # semantic map and compact payloads
+    make_symbols: Callable[[], np.ndarray] = field(repr=False)  # CompNet, run on first need
+    layers: dict[LayerKind, bytes]  # semantic map (and metadata) payloads
     timings: dict[str, float]
     cpu_timings: dict[str, float]
     reconstruction: np.ndarray | None = None  # the generator's output, made on first need
     metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
     modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
+    _symbols: np.ndarray | None = field(default=None, repr=False)
+    compact_layer: bytes | None = None  # the compact payload with every symbol, made on first need
+
+    @property
+    def symbols(self) -> np.ndarray:
+        """The compact symbols (C, H/8, W/8): CompNet runs only for files that use the base."""
+        if self._symbols is None:
+            self._symbols = self.make_symbols()
+        return self._symbols
 
 
 def _check_quality(quality: int) -> None:
@@ -297,19 +306,27 @@ class Codec:
         rgb = pad_rgb(img.rgb)
         labels = self.semantic_map(rgb)
         clock("segment")
-        symbols = self.compact(rgb, labels, refine)
-        clock("compnet")
-        del rgb
         layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.num_classes)}
         clock("map_coder")
-        layers[LayerKind.COMPACT] = encode_compact(symbols, self.bundle.compact_table)
-        clock("compact_coder")
         kept = img.metadata.keep(frozenset(metadata))
         if kept:
             layers[LayerKind.METADATA] = encode_metadata(kept)
         return Analysis(
-            img, labels, symbols, layers, dict(self.timings), dict(self.cpu_timings), None, kept
+            img,
+            labels,
+            lambda: self.compact(rgb, labels, refine),
+            layers,
+            dict(self.timings),
+            dict(self.cpu_timings),
+            None,
+            kept,
         )
+
+    def _compact_layer(self, analysis: Analysis) -> bytes:
+        """The compact layer with every symbol (made once per analysis)."""
+        if analysis.compact_layer is None:
+            analysis.compact_layer = encode_compact(analysis.symbols, self.bundle.compact_table)
+        return analysis.compact_layer
 
     def _candidates(self, analysis: Analysis, quality: int) -> list[tuple[np.ndarray, Any]]:
         """Predictions to code the residual against, each with its gate (None: the generator
@@ -344,18 +361,17 @@ class Codec:
             modes, cost = gating.choose_modes(img.rgb, without, cbits, quality, cfg.tile_blocks)
             plans.append((cost, modes, False))
         _, modes, all_symbols = min(plans, key=lambda p: p[0])
-        none = np.full((th, tw), gating.NONE, np.int64)
         if (modes == gating.GEN).all():
             pick = (recon, None)
         else:
             pick = self._gated(analysis, modes, all_symbols)
         out = [pick]
         if pick[1] is not None and (modes != gating.NONE).any() and gating.NONE in cfg.modes:
-            out.append(self._gated(analysis, none, False))
+            out.append(self._flat(analysis))
         elif pick[1] is not None and gating.GEN in cfg.modes:
             out.append((recon, None))
         elif pick[1] is None and gating.NONE in cfg.modes:
-            out.append(self._gated(analysis, none, False))
+            out.append(self._flat(analysis))
         return out
 
     def _gated(
@@ -384,22 +400,53 @@ class Codec:
     def _side_layers(self, analysis: Analysis, gate: Any) -> dict[LayerKind, bytes]:
         """The gating and compact layers a candidate's file carries."""
         if gate is None:
-            return {LayerKind.COMPACT: analysis.layers[LayerKind.COMPACT]}
+            return {LayerKind.COMPACT: self._compact_layer(analysis)}
         modes, used, all_symbols = gate
         cfg = self.gating
         out = {LayerKind.GATING: encode_modes(modes, cfg.tile_blocks, cfg.radius, all_symbols)}
         if all_symbols:
-            out[LayerKind.COMPACT] = analysis.layers[LayerKind.COMPACT]
+            out[LayerKind.COMPACT] = self._compact_layer(analysis)
         elif used.any():
             out[LayerKind.COMPACT] = encode_compact(
                 analysis.symbols, self.bundle.compact_table, used
             )
         return out
 
+    def _searches(self, quality: int) -> bool:
+        """Whether this encode looks for a prediction (and so runs CompNet and the generator):
+        always for the base layer alone and without gating, otherwise gating.searches."""
+        cfg = self.gating
+        if quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
+            return True
+        return gating.searches(self.effort, quality)
+
+    def _prepare_base(self, analysis: Analysis, clock: decoder.Clock) -> None:
+        """CompNet and the compact layer, run and timed once per analysis."""
+        if analysis.compact_layer is not None:
+            return
+        _ = analysis.symbols  # CompNet
+        clock("compnet")
+        self._compact_layer(analysis)
+        clock("compact_coder")
+        for stage in ("compnet", "compact_coder"):  # later qualities report the shared stages
+            analysis.timings[stage] = self.timings[stage]
+            analysis.cpu_timings[stage] = self.cpu_timings[stage]
+
+    def _flat(self, analysis: Analysis) -> tuple[np.ndarray, Any]:
+        """No prediction in any tile: the residual layer codes the image itself, and the file
+        has no compact layer (no CompNet needed)."""
+        cfg = self.gating
+        mh, mw = analysis.labels.shape
+        th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
+        modes = np.full((th, tw), gating.NONE, np.int64)
+        h, w = analysis.img.rgb.shape[:2]
+        pred = gating.blend({gating.NONE: gating.FLAT}, modes, (h, w), cfg.tile_blocks, cfg.radius)
+        return pred, (modes, np.zeros((mh, mw), bool), False)
+
     def _residual(
-        self, analysis: Analysis, quality: int, backend: Any
+        self, analysis: Analysis, quality: int, backend: Any, plans: list[tuple[np.ndarray, Any]]
     ) -> tuple[dict[LayerKind, bytes], Any]:
-        """The residual, gating and compact layers of the chosen candidate, and its gate.
+        """The residual, gating and compact layers of the chosen plan, and its gate.
 
         With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
         residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
@@ -407,7 +454,6 @@ class Codec:
         (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
         """
         rgb = analysis.img.rgb
-        plans = self._candidates(analysis, quality)
         if self.effort < gating.VERIFY_EFFORT:
             cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
         elif self.effort < gating.LAYOUT_EFFORT:
@@ -458,15 +504,23 @@ class Codec:
         h, w = img.rgb.shape[:2]
         layers = dict(analysis.layers)
         backend_code = 0
-        if quality > 0:
+        predicts = self._searches(int(quality))
+        if predicts:
+            self._prepare_base(analysis, clock)
+        if quality == 0:
+            layers[LayerKind.COMPACT] = self._compact_layer(analysis)
+        else:
             backend = get_backend(residual)
-            if analysis.reconstruction is None:
-                analysis.reconstruction = self.reconstruct(
-                    analysis.symbols, analysis.labels, (h, w)
-                )
-            clock("generator")
-            layers.pop(LayerKind.COMPACT)
-            chosen, gate = self._residual(analysis, int(quality), backend)
+            if predicts:
+                if analysis.reconstruction is None:
+                    analysis.reconstruction = self.reconstruct(
+                        analysis.symbols, analysis.labels, (h, w)
+                    )
+                clock("generator")
+                plans = self._candidates(analysis, int(quality))
+            else:
+                plans = [self._flat(analysis)]
+            chosen, gate = self._residual(analysis, int(quality), backend, plans)
             layers.update(chosen)
             analysis.modes[int(quality)] = None if gate is None else gate[0]
             clock("residual")

@@ -1,8 +1,9 @@
 """A1 as every caller runs it: the class scores and label map of an image at 1/8 resolution.
 
 One entry point for the encoder, `semcodec segment`, `semcodec eval seg` and the maps training
-learns from, with one decision on tiling (tiling.py), threads (one per branch: the RGB and
-grey-level branches run side by side) and precision (runtime.bf16_decision unless told).
+learns from, with one decision on scale (working_size: toward the scale the network was
+trained at), tiling (tiling.py), threads (one per branch: the RGB and grey-level branches run
+side by side) and precision (runtime.bf16_decision unless told).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 
 from . import runtime
 from .models.segmentation import Branch, SegNet
@@ -22,6 +24,8 @@ T = TypeVar("T")
 Runner = Callable[[Sequence[Callable[[], T]], str], list[T]]
 
 SEG_HEAD_MAX = 1 << 20  # map positions (64 Mpixel) up to which the segmentation head is global
+# a larger image is segmented at most this much smaller, so small objects keep a few pixels
+MAX_DOWNSCALE = 2.0
 
 
 def _side_by_side(tasks: Sequence[Callable[[], T]], _stage: str = "") -> list[T]:
@@ -96,6 +100,36 @@ def class_scores(
     return seg.fuse(a, b)
 
 
+def working_size(seg: SegNet, h: int, w: int) -> tuple[int, int]:
+    """The size an (h, w) image is segmented at: toward the scale the network was trained at
+    (SegConfig.work_side, the long side), never larger than the image nor MAX_DOWNSCALE smaller."""
+    side = seg.cfg.work_side
+    if side <= 0 or max(h, w) <= side:
+        return h, w
+    s = max(side / max(h, w), 1.0 / MAX_DOWNSCALE)
+    return max(1, round(h * s)), max(1, round(w * s))
+
+
+def grid_scores(
+    seg: SegNet,
+    rgb: np.ndarray,
+    bf16: bool | None = None,
+    tiling: Tiling = DEFAULT_TILING,
+    run: Runner = _side_by_side,
+) -> torch.Tensor:
+    """Class scores (1, C, ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image, computed at its
+    working size (working_size) and resized bilinearly to the map grid."""
+    h, w = rgb.shape[:2]
+    sh, sw = working_size(seg, h, w)
+    if (sh, sw) == (h, w):
+        return class_scores(seg, pad_rgb(rgb), bf16, tiling, run)
+    small = np.asarray(Image.fromarray(rgb).resize((sw, sh), Image.Resampling.BILINEAR))
+    scores = class_scores(seg, pad_rgb(small), bf16, tiling, run)
+    scores = scores[:, :, : -(-sh // MULTIPLE), : -(-sw // MULTIPLE)]
+    grid = (-(-h // MULTIPLE), -(-w // MULTIPLE))
+    return F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
+
+
 def label_map(
     seg: SegNet,
     rgb: np.ndarray,
@@ -104,7 +138,7 @@ def label_map(
     run: Runner = _side_by_side,
 ) -> np.ndarray:
     """uint8 labels (ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image: what the encoder stores."""
-    scores = class_scores(seg, pad_rgb(rgb), bf16, tiling, run)
+    scores = grid_scores(seg, rgb, bf16, tiling, run)
     return scores[0].argmax(0).numpy().astype(np.uint8)
 
 
@@ -112,7 +146,7 @@ def full_resolution_labels(seg: SegNet, rgb: np.ndarray, bf16: bool | None = Non
     """int64 (H,W) labels: the 1/8 class scores upsampled bilinearly (`semcodec segment`, and
     the mIoU of `eval seg`, which CamVid's full-resolution labels need)."""
     h, w = rgb.shape[:2]
-    padded = pad_rgb(rgb)
-    scores = class_scores(seg, padded, bf16)
-    scores = F.interpolate(scores, size=padded.shape[:2], mode="bilinear", align_corners=False)
+    scores = grid_scores(seg, rgb, bf16)
+    grid = scores.shape[-2] * MULTIPLE, scores.shape[-1] * MULTIPLE
+    scores = F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
     return scores[0, :, :h, :w].argmax(0).numpy().astype(np.int64)

@@ -29,6 +29,9 @@ class SegConfig:
     output_stride: int = 8
     backbone: str = "resnet"  # "resnet" (DilatedResNet) or "lite0" (EfficientNet-Lite0 + FPN)
     fpn_width: int = 96  # lite0: channels of the stride-8 map merged from strides 8, 16, 32
+    # long side (pixels) of the scale the network was trained at; larger images are segmented
+    # downscaled toward it (by at most segment.MAX_DOWNSCALE); 0: always at the input's size
+    work_side: int = 0
 
 
 SEG_CONFIGS: dict[str, SegConfig] = {
@@ -39,7 +42,7 @@ SEG_CONFIGS: dict[str, SegConfig] = {
     "tiny": SegConfig(layers=(1, 1, 1, 1), widths=(8, 8, 16, 16), stem_width=8, gru_hidden=8),
     # v2: both branches start from ImageNet EfficientNet-Lite0 (B10), a light top-down merge
     # to stride 8, narrower ReNet GRUs for CPU speed
-    "lite0": SegConfig(backbone="lite0", gru_hidden=64, fpn_width=96),
+    "lite0": SegConfig(backbone="lite0", gru_hidden=64, fpn_width=96, work_side=480),
     "lite0-tiny": SegConfig(backbone="lite0", gru_hidden=8, fpn_width=8),
 }
 
