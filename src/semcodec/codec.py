@@ -191,7 +191,8 @@ class Codec:
     # ----- encoder -------------------------------------------------------------------------
     def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
         """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image (segment.py)."""
-        return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, self._run)
+        with runtime.segmentation_heap():
+            return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, self._run)
 
     @torch.no_grad()
     def compact(

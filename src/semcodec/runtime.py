@@ -162,17 +162,21 @@ def run_parallel(tasks: Sequence[Callable[[], T]], workers: int | None = None) -
             return list(pool.map(lambda t: t(), tasks))
 
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 MMAP_THRESHOLD = 4 << 20  # encoder networks: their worker threads do not share heaps
 MMAP_THRESHOLD_GENERATOR = 32 << 20  # the generator's 9 MB layers: reused from the heap
+TRIM_THRESHOLD = 128 << 10  # glibc's default, which an explicit mmap threshold keeps
 
 
-def _mallopt(threshold: int) -> bool:
-    """Set glibc's mmap threshold (False where that is not possible)."""
+def _mallopt(threshold: int, trim: int = TRIM_THRESHOLD) -> bool:
+    """Set glibc's mmap and trim thresholds (False where that is not possible)."""
     try:
         import ctypes
 
-        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, threshold))
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, trim)
+        )
     except (OSError, AttributeError):
         return False
 
@@ -193,17 +197,29 @@ def return_large_frees() -> bool:
 
 
 @contextlib.contextmanager
-def generator_heap() -> Iterator[None]:
-    """A 32 MB threshold while the generator runs: at 4 MB each of its 9 MB layer outputs is
-    a fresh mmap with its page faults (decode 450 ms instead of 370 ms at 768x512, AVX2)."""
+def heap_threshold(threshold: int) -> Iterator[None]:
+    """A higher mmap threshold while one network runs, the 4 MB one again after it: below the
+    threshold each large layer output is a fresh mmap with its page faults."""
     active = return_large_frees()
-    if active:
-        _mallopt(MMAP_THRESHOLD_GENERATOR)
+    if active:  # freed layers stay in the heap for the next one instead of being trimmed
+        _mallopt(threshold, 2 * threshold)
     try:
         yield
     finally:
         if active:
             _mallopt(MMAP_THRESHOLD)
+
+
+def generator_heap() -> contextlib.AbstractContextManager[None]:
+    """32 MB while the generator runs: at 4 MB each of its 9 MB layer outputs is a fresh
+    mmap (decode 450 ms instead of 370 ms at 768x512, AVX2)."""
+    return heap_threshold(MMAP_THRESHOLD_GENERATOR)
+
+
+def segmentation_heap() -> contextlib.AbstractContextManager[None]:
+    """32 MB while the segmentation network runs: at 4 MB its layer outputs at the working
+    scale (4–10 MB) are fresh mmaps (0.33 s instead of 0.18 s for a Kodak image, AVX2)."""
+    return heap_threshold(MMAP_THRESHOLD_GENERATOR)
 
 
 def diagnostics() -> dict[str, str]:
