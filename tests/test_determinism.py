@@ -25,7 +25,7 @@ from PIL import Image
 # Run in the child processes (and, via exec, in this one): encode the inputs of a folder, then
 # decode the reference files of the same folder, and print fingerprints as JSON.
 SCRIPT = r"""
-import hashlib, json, sys
+import dataclasses, hashlib, json, sys
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,8 @@ CASES = {  # name: (input file, quality, residual backend, codec)
     "base-only": ("photo.png", 0, "native", "tiny"),
     "tiled": ("wide.png", 50, "native", "tiny-tiled"),
     "default-arch": ("large.png", 60, "native", "default-arch"),
+    # segmented at a working scale below the input's size (segment.working_size)
+    "working-scale": ("wide.png", 0, "native", "tiny-scaled"),
 }
 
 
@@ -73,7 +75,12 @@ def codecs():
     big.bundle.fixed = zoo.fix_random(big.bundle.gen, big.bundle.levels, big.bundle.spec.seed)
     off = GatingConfig(enabled=False)  # every layer in every file: each is checked below
     big.gating = off
+    zoo.register(zoo.BundleSpec("tiny-scaled", seg="tiny", compnet="tiny", generator="tiny",
+                                seed=1234))
+    scaled = Codec("tiny-scaled", gating_config=off)
+    scaled.bundle.seg.cfg = dataclasses.replace(scaled.bundle.seg.cfg, work_side=100)
     return {"tiny": Codec("tiny", gating_config=off),
+            "tiny-scaled": scaled,
             "tiny-tiled": Codec("tiny", tiling=Tiling(64, 64, 0), gating_config=off),
             "default-arch": big}
 
