@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec import zoo
+from semcodec import registry, zoo
 from semcodec.codec import Codec
 from semcodec.errors import ModelError
 
@@ -25,7 +25,8 @@ def test_bundle_round_trip_and_hash_in_name(tmp_path) -> None:
     spec = zoo.BundleSpec("roundtrip", seg="tiny", compnet="tiny", generator="tiny")
     path = zoo.save_bundle(tmp_path, spec, seg, comp, gen, table, {"note": "test"})
     assert path.name.startswith("roundtrip-") and path.suffix == ".pt"
-    digest = zoo.state_hash(path.read_bytes())
+    assert path.read_bytes().startswith(registry.PACKED_MAGIC)  # stored packed
+    digest = zoo.state_hash(zoo.read_weights(path))  # the hash is the payload's
     assert path.stem.endswith(digest[:8])
     loaded = zoo.load_bundle(str(path))
     assert loaded.hash == digest and loaded.info == {"note": "test"}
@@ -47,6 +48,36 @@ def _payload_that_creates(marker) -> bytes:
     buf = io.BytesIO()
     torch.save({"format": 1, "x": Evil()}, buf)
     return buf.getvalue()
+
+
+def test_packed_weights_unpack_to_their_payload_and_refuse_damage(tmp_path) -> None:
+    """pack_weights is lossless, an unpacked (older) file loads as before, and a damaged
+    packed file is a ModelError, not a crash or a wrong network."""
+    seg, comp, gen, table = _tiny_parts()
+    spec = zoo.BundleSpec("packed", seg="tiny", compnet="tiny", generator="tiny")
+    payload = zoo.serialize_bundle(spec, seg, comp, gen, table)
+    packed = registry.pack_weights(payload)
+    assert packed.startswith(registry.PACKED_MAGIC) and len(packed) < len(payload)
+    assert registry.unpack_weights(packed) == payload
+    assert registry.unpack_weights(payload) == payload  # not packed: as it is
+    raw = tmp_path / "raw.pt"
+    raw.write_bytes(payload)
+    assert zoo.load_bundle(str(raw)).hash == zoo.state_hash(payload)
+    for i, damaged in enumerate(
+        (packed[:-10], packed[:20], packed[:-1] + bytes([packed[-1] ^ 0xFF]))
+    ):
+        path = tmp_path / f"damaged{i}.pt"
+        path.write_bytes(damaged)
+        with pytest.raises(ModelError, match="cannot load model weights"):
+            zoo.load_bundle(str(path))
+
+
+def test_shipped_weights_are_packed_under_20_mb() -> None:
+    """Tracked files stay small: every shipped bundle is stored packed, below 20 MB."""
+    for spec in registry.REGISTRY.values():
+        if spec.weights:
+            data = (registry.weights_dir() / spec.weights).read_bytes()
+            assert data.startswith(registry.PACKED_MAGIC) and len(data) < 20_000_000, spec.name
 
 
 def test_weights_load_without_code_execution(tmp_path) -> None:
@@ -81,7 +112,7 @@ def test_tampered_weights_rejected(tmp_path) -> None:
     with torch.no_grad():
         next(gen2.parameters()).add_(0.25)  # other weights, same architecture
     forged = zoo.serialize_bundle(spec, seg, comp, gen2, table)
-    assert forged != path.read_bytes()
+    assert forged != zoo.read_weights(path)
     (other / path.name).write_bytes(forged)
     assert torch.load(other / path.name, weights_only=True)["format"] == zoo.FORMAT
     monkey_dir = zoo.weights_dir

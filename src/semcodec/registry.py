@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
+
+import numpy as np
 
 from .defaults import DEFAULT_MODEL
 
@@ -59,3 +62,51 @@ def weights_dir() -> Path:
 def state_hash(payload: bytes) -> str:
     """16 hex digits of SHA-256: the weights hash recorded in every file."""
     return hashlib.sha256(payload).hexdigest()[:16]
+
+
+PACKED_MAGIC = b"SEMW1\n"  # a weights file stored as two zstandard frames (pack_weights)
+_PACKED_HEAD = struct.Struct("<QQ")  # payload length, length of the first frame
+MAX_WEIGHTS = 1 << 30  # bytes a packed weights file may unpack to
+
+
+def pack_weights(payload: bytes) -> bytes:
+    """The stored form of a weights file: its even and its odd bytes (the low and the high
+    bytes of fp16 weights) as two zstandard frames; default-27c822af 22.9 → 18.9 MB. The hash
+    is the payload's, so packing changes no release."""
+    import zstandard
+
+    a = np.frombuffer(payload, np.uint8)
+    zc = zstandard.ZstdCompressor(level=19, write_checksum=True)  # damage is an error
+    even, odd = zc.compress(a[0::2].tobytes()), zc.compress(a[1::2].tobytes())
+    return PACKED_MAGIC + _PACKED_HEAD.pack(len(payload), len(even)) + even + odd
+
+
+def unpack_weights(data: bytes) -> bytes:
+    """The payload of a weights file, packed or not (ValueError if a packed one is damaged)."""
+    if not data.startswith(PACKED_MAGIC):
+        return data
+    import zstandard
+
+    head = len(PACKED_MAGIC) + _PACKED_HEAD.size
+    if len(data) < head:
+        raise ValueError("truncated packed weights")
+    n, first = _PACKED_HEAD.unpack_from(data, len(PACKED_MAGIC))
+    if n > MAX_WEIGHTS or head + first > len(data):
+        raise ValueError("bad packed weights header")
+    zd = zstandard.ZstdDecompressor()
+    try:
+        even = zd.decompress(data[head : head + first], max_output_size=(n + 1) // 2)
+        odd = zd.decompress(data[head + first :], max_output_size=n // 2)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"bad packed weights: {exc}") from None
+    if (len(even), len(odd)) != ((n + 1) // 2, n // 2):
+        raise ValueError("packed weights of the wrong length")
+    out = np.empty(n, np.uint8)
+    out[0::2] = np.frombuffer(even, np.uint8)
+    out[1::2] = np.frombuffer(odd, np.uint8)
+    return out.tobytes()
+
+
+def read_weights(path: Path) -> bytes:
+    """A weights file's payload: what torch.load reads and state_hash covers."""
+    return unpack_weights(Path(path).read_bytes())

@@ -26,7 +26,15 @@ from .models.fixed import FixedGenerator
 from .models.generator import GENERATOR_CONFIGS, Generator
 from .models.segmentation import SEG_CONFIGS, SegNet
 from .parts import DecoderParts, save_parts
-from .registry import REGISTRY, BundleSpec, register, state_hash, weights_dir  # noqa: F401
+from .registry import (  # noqa: F401
+    REGISTRY,
+    BundleSpec,
+    pack_weights,
+    read_weights,
+    register,
+    state_hash,
+    weights_dir,
+)
 
 FORMAT = 1
 
@@ -113,14 +121,14 @@ def save_bundle(
     data = serialize_bundle(spec, seg, comp, gen, table, info, fixed_state=fixed_state)
     path = Path(path)
     target = path / f"{spec.name}-{state_hash(data)[:8]}.pt" if path.is_dir() else path
-    target.write_bytes(data)
+    target.write_bytes(pack_weights(data))
     return target
 
 
 def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
     """Load weights without executing code (torch.load weights_only=True) and check them."""
-    data = path.read_bytes()
     try:
+        data = read_weights(path)
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad weights file
         raise ModelError(f"cannot load model weights {path.name}: {exc}") from None

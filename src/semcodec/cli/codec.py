@@ -543,11 +543,14 @@ def models_command(as_json: bool) -> None:
             row["source"] = f"random init (seed {spec.seed}; hash on load)"
         else:
             try:
-                data = (registry.weights_dir() / spec.weights).read_bytes()
-            except (OSError, ModuleNotFoundError, TypeError):
+                path = registry.weights_dir() / spec.weights
+                data = registry.read_weights(path)
+            except (OSError, ModuleNotFoundError, TypeError, ValueError):
                 row["source"] = "missing"
             else:
-                row.update(hash=registry.state_hash(data), bytes=len(data), source=spec.weights)
+                row.update(
+                    hash=registry.state_hash(data), bytes=path.stat().st_size, source=spec.weights
+                )
         rows.append(row)
     releases = [
         {"release": f"{m['name']}-{m['hash'][:8]}", "hash": m["hash"], "date": m["released"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import sys
@@ -62,9 +63,16 @@ def save_checkpoint(path: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
+def _load_weights(path: Path) -> dict:
+    """A training checkpoint or a model bundle (packed or not), tensors and containers only."""
+    from ..registry import read_weights
+
+    return torch.load(io.BytesIO(read_weights(path)), map_location="cpu", weights_only=True)
+
+
 def seg_source(path: Path) -> tuple[dict[str, torch.Tensor], int, float]:
     """Segmentation weights, steps and hours from a training checkpoint or a model bundle."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = _load_weights(path)
     if "model" in state:
         return state["model"], int(state.get("step", 0)), float(state.get("hours", 0.0))
     from ..zoo import load_bundle  # a bundle: loaded and checked by the zoo
@@ -82,7 +90,7 @@ def seg_config_of(path: Path) -> str:
     """The segmentation configuration of a training checkpoint or bundle (its recorded name)."""
     import json
 
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = _load_weights(path)
     if "model" in state:
         return str(json.loads(state.get("config", "{}")).get("model", "default"))
     from ..zoo import load_bundle
