@@ -63,8 +63,13 @@ def test_packed_weights_unpack_to_their_payload_and_refuse_damage(tmp_path) -> N
     raw = tmp_path / "raw.pt"
     raw.write_bytes(payload)
     assert zoo.load_bundle(str(raw)).hash == zoo.state_hash(payload)
+    assert registry.weights_hash(raw) == zoo.state_hash(payload)
+    (tmp_path / "packed.pt").write_bytes(packed)
+    assert registry.weights_hash(tmp_path / "packed.pt") == zoo.state_hash(payload)
+    at = len(registry.PACKED_MAGIC) + 16  # the recorded SHA-256
+    wrong_digest = packed[:at] + bytes(32) + packed[at + 32 :]
     for i, damaged in enumerate(
-        (packed[:-10], packed[:20], packed[:-1] + bytes([packed[-1] ^ 0xFF]))
+        (packed[:-10], packed[:20], packed[:-1] + bytes([packed[-1] ^ 0xFF]), wrong_digest)
     ):
         path = tmp_path / f"damaged{i}.pt"
         path.write_bytes(damaged)

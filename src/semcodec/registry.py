@@ -65,34 +65,42 @@ def state_hash(payload: bytes) -> str:
 
 
 PACKED_MAGIC = b"SEMW1\n"  # a weights file stored as two zstandard frames (pack_weights)
-_PACKED_HEAD = struct.Struct("<QQ")  # payload length, length of the first frame
+_PACKED_HEAD = struct.Struct("<QQ32s")  # payload length, first frame's length, payload SHA-256
 MAX_WEIGHTS = 1 << 30  # bytes a packed weights file may unpack to
 
 
 def pack_weights(payload: bytes) -> bytes:
     """The stored form of a weights file: its even and its odd bytes (the low and the high
-    bytes of fp16 weights) as two zstandard frames; default-27c822af 22.9 → 18.9 MB. The hash
-    is the payload's, so packing changes no release."""
+    bytes of fp16 weights) as two zstandard frames, after the payload's SHA-256;
+    default-27c822af 22.9 → 18.9 MB. The hash is the payload's, so packing changes no release."""
     import zstandard
 
     a = np.frombuffer(payload, np.uint8)
-    zc = zstandard.ZstdCompressor(level=19, write_checksum=True)  # damage is an error
+    zc = zstandard.ZstdCompressor(level=19)
     even, odd = zc.compress(a[0::2].tobytes()), zc.compress(a[1::2].tobytes())
-    return PACKED_MAGIC + _PACKED_HEAD.pack(len(payload), len(even)) + even + odd
+    digest = hashlib.sha256(payload).digest()
+    return PACKED_MAGIC + _PACKED_HEAD.pack(len(payload), len(even), digest) + even + odd
+
+
+def _packed_head(data: bytes) -> tuple[int, int, bytes]:
+    """Payload length, first frame's length and payload SHA-256 of packed weights."""
+    if len(data) < len(PACKED_MAGIC) + _PACKED_HEAD.size:
+        raise ValueError("truncated packed weights")
+    n, first, digest = _PACKED_HEAD.unpack_from(data, len(PACKED_MAGIC))
+    if n > MAX_WEIGHTS or len(PACKED_MAGIC) + _PACKED_HEAD.size + first > len(data):
+        raise ValueError("bad packed weights header")
+    return n, first, digest
 
 
 def unpack_weights(data: bytes) -> bytes:
-    """The payload of a weights file, packed or not (ValueError if a packed one is damaged)."""
+    """The payload of a weights file, packed or not (ValueError if a packed one is damaged:
+    its payload must match the SHA-256 it records)."""
     if not data.startswith(PACKED_MAGIC):
         return data
     import zstandard
 
+    n, first, digest = _packed_head(data)
     head = len(PACKED_MAGIC) + _PACKED_HEAD.size
-    if len(data) < head:
-        raise ValueError("truncated packed weights")
-    n, first = _PACKED_HEAD.unpack_from(data, len(PACKED_MAGIC))
-    if n > MAX_WEIGHTS or head + first > len(data):
-        raise ValueError("bad packed weights header")
     zd = zstandard.ZstdDecompressor()
     try:
         even = zd.decompress(data[head : head + first], max_output_size=(n + 1) // 2)
@@ -104,9 +112,24 @@ def unpack_weights(data: bytes) -> bytes:
     out = np.empty(n, np.uint8)
     out[0::2] = np.frombuffer(even, np.uint8)
     out[1::2] = np.frombuffer(odd, np.uint8)
-    return out.tobytes()
+    payload = out.tobytes()
+    if hashlib.sha256(payload).digest() != digest:
+        raise ValueError("packed weights do not match their recorded SHA-256")
+    return payload
 
 
 def read_weights(path: Path) -> bytes:
     """A weights file's payload: what torch.load reads and state_hash covers."""
     return unpack_weights(Path(path).read_bytes())
+
+
+def weights_hash(path: Path) -> str:
+    """state_hash of a weights file's payload: a packed file's recorded one (checked when it
+    loads), without unpacking it."""
+    with open(path, "rb") as f:
+        head = f.read(len(PACKED_MAGIC) + _PACKED_HEAD.size)
+    if not head.startswith(PACKED_MAGIC):
+        return state_hash(Path(path).read_bytes())
+    if len(head) < len(PACKED_MAGIC) + _PACKED_HEAD.size:
+        raise ValueError("truncated packed weights")
+    return _PACKED_HEAD.unpack_from(head, len(PACKED_MAGIC))[2].hex()[:16]

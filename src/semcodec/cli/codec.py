@@ -544,13 +544,11 @@ def models_command(as_json: bool) -> None:
         else:
             try:
                 path = registry.weights_dir() / spec.weights
-                data = registry.read_weights(path)
+                digest = registry.weights_hash(path)
             except (OSError, ModuleNotFoundError, TypeError, ValueError):
                 row["source"] = "missing"
             else:
-                row.update(
-                    hash=registry.state_hash(data), bytes=path.stat().st_size, source=spec.weights
-                )
+                row.update(hash=digest, bytes=path.stat().st_size, source=spec.weights)
         rows.append(row)
     releases = [
         {"release": f"{m['name']}-{m['hash'][:8]}", "hash": m["hash"], "date": m["released"]}
