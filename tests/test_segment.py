@@ -63,7 +63,10 @@ def test_full_resolution_labels_follow_the_same_scale() -> None:
     """`semcodec segment` and `eval seg` see the map the encoder stores, upsampled."""
     rgb = _image(60, 90)
     net = _net(48)
-    grid = segment.grid_scores(net, rgb, bf16=False)
+    assert segment.working_size(net, 60, 90) == (32, 48)
+    small = np.asarray(Image.fromarray(rgb).resize((48, 32), Image.Resampling.BILINEAR))
+    scores = segment.class_scores(net, segment.pad_rgb(small), bf16=False)[:, :, :4, :6]
+    grid = F.interpolate(scores, size=(8, 12), mode="bilinear", align_corners=False)
     assert grid.shape[-2:] == (8, 12)
     full = segment.full_resolution_labels(net, rgb, bf16=False)
     assert full.shape == (60, 90)

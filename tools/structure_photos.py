@@ -27,14 +27,10 @@ from semcodec.bench.bdrate import bd_rate
 from semcodec.bench.codecs import AvifAdapter
 from semcodec.codec import Codec
 from semcodec.container import LayerKind
+from semcodec.metrics import psnr
 
 PHOTOS = ("140006", "181021", "288024", "223004", "69007", "78098")
 QUALITIES = (10, 25, 40, 55, 70, 85)
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    """RGB PSNR of two uint8 images."""
-    return float(10 * np.log10(255.0**2 / np.mean((a.astype(np.float64) - b) ** 2)))
 
 
 def measure(rgb: np.ndarray, codec: Codec, avif: AvifAdapter) -> dict:
@@ -45,11 +41,11 @@ def measure(rgb: np.ndarray, codec: Codec, avif: AvifAdapter) -> dict:
     for q in QUALITIES:
         data, _ = codec.finish(analysis, q)
         side = len(data) - len(container.unpack(data)[1][LayerKind.RESIDUAL])
-        ours.append((8 * len(data) / px, psnr(np.asarray(codec.decode(data).image), rgb)))
+        ours.append((8 * len(data) / px, psnr(rgb, np.asarray(codec.decode(data).image))))
     ref = []
     for q in avif.default_settings:
         a = avif.encode(rgb, q)
-        ref.append((8 * (len(a) + side) / px, psnr(avif.decode(a), rgb)))
+        ref.append((8 * (len(a) + side) / px, psnr(rgb, avif.decode(a))))
     bd = bd_rate(*zip(*ref, strict=True), *zip(*ours, strict=True))
     rr, rp = np.log([r for r, _ in ref]), np.array([p for _, p in ref])
     order = np.argsort(rp)

@@ -191,7 +191,7 @@ class Codec:
     # ----- encoder -------------------------------------------------------------------------
     def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
         """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image (segment.py)."""
-        with runtime.segmentation_heap():
+        with runtime.network_heap():
             return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, self._run)
 
     @torch.no_grad()
@@ -378,13 +378,14 @@ class Codec:
     def _gated(
         self, analysis: Analysis, modes: np.ndarray, all_symbols: bool
     ) -> tuple[np.ndarray, Any]:
-        """The blended prediction of given tile modes, from the symbols the decoder will have."""
+        """The blended prediction of given tile modes, from the symbols the decoder will have
+        (none, and no CompNet run, where no tile uses the base)."""
         cfg, levels = self.gating, self.bundle.levels
-        img, symbols = analysis.img, analysis.symbols
-        h, w = img.rgb.shape[:2]
-        _, mh, mw = symbols.shape
+        h, w = analysis.img.rgb.shape[:2]
+        mh, mw = analysis.labels.shape
         used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
-        filled = gating.fill_symbols(symbols, used, levels)
+        if used.any():
+            filled = gating.fill_symbols(analysis.symbols, used, levels)
         final: dict[int, np.ndarray | int] = {}
         if (modes == gating.GEN).any():
             if used.all():
@@ -436,13 +437,8 @@ class Codec:
     def _flat(self, analysis: Analysis) -> tuple[np.ndarray, Any]:
         """No prediction in any tile: the residual layer codes the image itself, and the file
         has no compact layer (no CompNet needed)."""
-        cfg = self.gating
-        mh, mw = analysis.labels.shape
-        th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
-        modes = np.full((th, tw), gating.NONE, np.int64)
-        h, w = analysis.img.rgb.shape[:2]
-        pred = gating.blend({gating.NONE: gating.FLAT}, modes, (h, w), cfg.tile_blocks, cfg.radius)
-        return pred, (modes, np.zeros((mh, mw), bool), False)
+        th, tw = gating.tile_shape(*analysis.labels.shape, self.gating.tile_blocks)
+        return self._gated(analysis, np.full((th, tw), gating.NONE, np.int64), False)
 
     def _residual(
         self, analysis: Analysis, quality: int, backend: Any, plans: list[tuple[np.ndarray, Any]]

@@ -110,24 +110,23 @@ def working_size(seg: SegNet, h: int, w: int) -> tuple[int, int]:
     return max(1, round(h * s)), max(1, round(w * s))
 
 
-def grid_scores(
-    seg: SegNet,
-    rgb: np.ndarray,
-    bf16: bool | None = None,
-    tiling: Tiling = DEFAULT_TILING,
-    run: Runner = _side_by_side,
-) -> torch.Tensor:
-    """Class scores (1, C, ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image, computed at its
-    working size (working_size) and resized bilinearly to the map grid."""
+def _working_input(
+    seg: SegNet, rgb: np.ndarray
+) -> tuple[np.ndarray, Callable[[torch.Tensor], torch.Tensor]]:
+    """The padded image the network sees (at working_size), and what turns its class scores
+    into those of the image's map grid, (ceil(H/8), ceil(W/8)): a crop and a bilinear resize."""
     h, w = rgb.shape[:2]
     sh, sw = working_size(seg, h, w)
     if (sh, sw) == (h, w):
-        return class_scores(seg, pad_rgb(rgb), bf16, tiling, run)
+        return pad_rgb(rgb), lambda scores: scores
     small = np.asarray(Image.fromarray(rgb).resize((sw, sh), Image.Resampling.BILINEAR))
-    scores = class_scores(seg, pad_rgb(small), bf16, tiling, run)
-    scores = scores[:, :, : -(-sh // MULTIPLE), : -(-sw // MULTIPLE)]
     grid = (-(-h // MULTIPLE), -(-w // MULTIPLE))
-    return F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
+
+    def to_grid(scores: torch.Tensor) -> torch.Tensor:
+        scores = scores[:, :, : -(-sh // MULTIPLE), : -(-sw // MULTIPLE)]
+        return F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
+
+    return pad_rgb(small), to_grid
 
 
 def label_map(
@@ -138,7 +137,8 @@ def label_map(
     run: Runner = _side_by_side,
 ) -> np.ndarray:
     """uint8 labels (ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image: what the encoder stores."""
-    scores = grid_scores(seg, rgb, bf16, tiling, run)
+    x, to_grid = _working_input(seg, rgb)
+    scores = to_grid(class_scores(seg, x, bf16, tiling, run))
     return scores[0].argmax(0).numpy().astype(np.uint8)
 
 
@@ -146,7 +146,8 @@ def full_resolution_labels(seg: SegNet, rgb: np.ndarray, bf16: bool | None = Non
     """int64 (H,W) labels: the 1/8 class scores upsampled bilinearly (`semcodec segment`, and
     the mIoU of `eval seg`, which CamVid's full-resolution labels need)."""
     h, w = rgb.shape[:2]
-    scores = grid_scores(seg, rgb, bf16)
+    x, to_grid = _working_input(seg, rgb)
+    scores = to_grid(class_scores(seg, x, bf16))
     grid = scores.shape[-2] * MULTIPLE, scores.shape[-1] * MULTIPLE
     scores = F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
     return scores[0, :, :h, :w].argmax(0).numpy().astype(np.int64)

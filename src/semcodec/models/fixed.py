@@ -363,7 +363,7 @@ def kernel_of(fixed_gen: FixedGenerator):
     def run(symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
         sym = torch.from_numpy(np.ascontiguousarray(symbols, np.int64))[None]
         lab = torch.from_numpy(np.ascontiguousarray(labels, np.int64))[None]
-        with runtime.generator_heap():
+        with runtime.network_heap():
             v = fixed_gen.forward(sym, lab)[0]
         return v.permute(1, 2, 0).numpy()
 
