@@ -20,6 +20,7 @@ from .groups import LazyGroup
         "calibrate-gating": ("semcodec.train.calibrate_gating", "calibrate_gating_command"),
         "enhance-data": ("semcodec.train.enhance", "enhance_data_command"),
         "enhance": ("semcodec.train.enhance", "enhance_command"),
+        "attach": ("semcodec.train.attach", "attach_command"),
     },
 )
 def train_group() -> None:

@@ -182,7 +182,7 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
     t0, last = time.time(), time.time()
     log = out / "log.jsonl"
     while step < cfg.iters:
-        lr = cfg.lr * 0.5 * (1 + np.cos(np.pi * step / cfg.iters))
+        lr = float(cfg.lr * 0.5 * (1 + np.cos(np.pi * step / cfg.iters)))
         for g in opt.param_groups:
             g["lr"] = lr
         dec, org, lab, q = draw_batch(train, cfg.batch, rng)

@@ -70,16 +70,15 @@ def seg_loss(
     """
     logits = logits.float()
     not_person = target == NOT_PERSON
-    ce = F.cross_entropy(
-        logits, target.masked_fill(not_person, VOID), weight=weight, ignore_index=VOID
-    )
     if not bool(not_person.any()):
-        return ce
+        return F.cross_entropy(logits, target, weight=weight, ignore_index=VOID)
+    labelled = target.masked_fill(not_person, VOID)
+    n_ce = int((labelled != VOID).sum())
+    ce = F.cross_entropy(logits, labelled, weight=weight, ignore_index=VOID) if n_ce else 0.0
     others = torch.cat([logits[:, :PERSON], logits[:, PERSON + 1 :]], 1)
     neg = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)  # -log(1 - p_person)
-    n_ce = int(((target != VOID) & ~not_person).sum())
     n_neg = int(not_person.sum())
-    return (ce * n_ce + neg[not_person].sum()) / max(1, n_ce + n_neg)
+    return (ce * n_ce + neg[not_person].sum()) / (n_ce + n_neg)
 
 
 def state_path_missing(out: Path, resume: bool) -> bool:
