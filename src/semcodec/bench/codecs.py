@@ -389,6 +389,23 @@ class SemcodecAdapter(CodecAdapter):
         result = codec.decode(data) if self.layer is None else codec.decode(data, layer=self.layer)
         return np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy()
 
+    def plain(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """The same file without its ENHANCE layer: its size, its picture and the map (at
+        image size); None for a file without the layer (the plain file is the file)."""
+        from semcodec import container
+        from semcodec.container import LayerKind
+        from semcodec.decoder import Decoder
+        from semcodec.maplayer import decode_map
+
+        header, layers = container.unpack(data)
+        if LayerKind.ENHANCE not in layers or self.layer is not None:
+            return None
+        rest = {k: v for k, v in layers.items() if k != LayerKind.ENHANCE}
+        codec = self._get()
+        dec = Decoder(codec.decoder.parts, codec.kernel, codec.limits, codec.tiling, enhance=False)
+        out = np.asarray(dec.decode(data).image.convert("RGB"), dtype=np.uint8).copy()
+        return len(container.pack(header, rest)), out, decode_map(data)
+
     def layer_bytes(self, data: bytes) -> dict[str, int] | None:
         """Bytes per layer of a file this adapter made: the encoder's stats, else the container."""
         if self._last is not None and self._last[0] == data:
