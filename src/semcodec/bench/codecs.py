@@ -389,6 +389,11 @@ class SemcodecAdapter(CodecAdapter):
         result = codec.decode(data) if self.layer is None else codec.decode(data, layer=self.layer)
         return np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy()
 
+    def enhances(self) -> bool:
+        """Whether this adapter's files may carry an ENHANCE layer (full decode, a bundle with an
+        enhancement network): the benchmark then also scores them without it."""
+        return self.layer is None and self._get().bundle.enh_table is not None
+
     def plain(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray] | None:
         """The same file without its ENHANCE layer: its size, its picture and the map (at
         image size); None for a file without the layer (the plain file is the file)."""

@@ -20,7 +20,8 @@ from torch import nn
 
 from ..classes import NUM_CLASSES
 
-CENTRE = 128  # pixels enter as v - 128
+CENTRE = 128  # pixels enter as (v - 128) / IN_SCALE
+IN_SCALE = 128.0
 OUT_SCALE = 8.0  # the last conv's output unit in pixel levels (keeps its weights in range)
 
 
@@ -74,7 +75,7 @@ class EnhanceNet(nn.Module):
     ) -> torch.Tensor:
         """The correction in pixel levels (B,3,H,W) of decoded uint8-valued pixels (float)."""
         s = self.cfg.s2d
-        x = F.pixel_unshuffle(decoded - CENTRE, s)
+        x = F.pixel_unshuffle((decoded - CENTRE) / IN_SCALE, s)
         h = self.first(x)
         idx = self.label_index(labels, h.shape[-2:])
         q = (quality.float() / 100.0).view(-1, 1, 1, 1)
@@ -113,7 +114,7 @@ def activation_maxima(
     s = net.cfg.s2d
     top = [0.0] * (net.cfg.layers + 1)
     for decoded, labels, quality in calibration:
-        x = F.pixel_unshuffle(decoded - CENTRE, s)
+        x = F.pixel_unshuffle((decoded - CENTRE) / IN_SCALE, s)
         h = net.first(x)
         idx = net.label_index(labels, h.shape[-2:])
         q = (quality.float() / 100.0).view(-1, 1, 1, 1)
@@ -145,7 +146,7 @@ def to_integer(
     cb = np_(net.class_bias)
     qb = np_(net.class_quality) + np_(net.quality_bias)[None]
     w0, b0, s0, (cbi, qbi) = int_layer(
-        np_(net.first.weight), np_(net.first.bias), 1.0, CENTRE, e_h[0], (cb, qb)
+        np_(net.first.weight), np_(net.first.bias), 1.0 / IN_SCALE, CENTRE, e_h[0], (cb, qb)
     )
     state: dict[str, np.ndarray] = {
         "meta": np.array([cfg.s2d, cfg.width, cfg.layers, cfg.classes, act_max], np.int64),

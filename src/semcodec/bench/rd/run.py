@@ -133,7 +133,7 @@ def measure_record(
         rec.update(psnr=psnr(rgb, out), msssim=m.value, msssim_db=m.db, msssim_scales=m.scales)
         rec["mean_shift"] = colour_shift(rgb, out)
         rec.update(quality.score(rgb, out, extras))
-        if hasattr(adapter, "plain"):
+        if getattr(adapter, "enhances", lambda: False)():
             rec["plain"] = plain_scores(adapter.plain(data), rgb, out, extras)
     except Exception as e:  # noqa: BLE001 - one failing file must not lose a long run
         rec["error"] = f"{type(e).__name__}: {e}"
