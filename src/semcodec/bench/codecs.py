@@ -394,9 +394,9 @@ class SemcodecAdapter(CodecAdapter):
         enhancement network): the benchmark then also scores them without it."""
         return self.layer is None and self._get().bundle.enh_table is not None
 
-    def plain(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray] | None:
-        """The same file without its ENHANCE layer: its size, its picture and the map (at
-        image size); None for a file without the layer (the plain file is the file)."""
+    def plain(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray, float] | None:
+        """The same file without its ENHANCE layer: its size, its picture, the map (at image
+        size) and the share of tiles the layer enhances; None for a file without the layer."""
         from semcodec import container
         from semcodec.container import LayerKind
         from semcodec.decoder import Decoder
@@ -409,7 +409,10 @@ class SemcodecAdapter(CodecAdapter):
         codec = self._get()
         dec = Decoder(codec.decoder.parts, codec.kernel, codec.limits, codec.tiling, enhance=False)
         out = np.asarray(dec.decode(data).image.convert("RGB"), dtype=np.uint8).copy()
-        return len(container.pack(header, rest)), out, decode_map(data)
+        from semcodec.fileinfo import _enhance_info
+
+        share = _enhance_info(layers[LayerKind.ENHANCE], header)["tiles_on"]
+        return len(container.pack(header, rest)), out, decode_map(data), share
 
     def layer_bytes(self, data: bytes) -> dict[str, int] | None:
         """Bytes per layer of a file this adapter made: the encoder's stats, else the container."""

@@ -497,6 +497,9 @@ def enhancement_gain(
                     acc[2] += n
             per_q[str(key)] = {
                 "files_with_layer": len(with_layer) / max(1, len(rs)),
+                "tiles_enhanced": float(
+                    np.mean([r["plain"]["tiles_on"] if r.get("plain") else 0.0 for r in rs])
+                ),
                 "layer_bytes": float(
                     np.mean([r["bytes"] - r["plain"]["bytes"] for r in with_layer])
                 )

@@ -141,7 +141,7 @@ def measure_record(
 
 
 def plain_scores(
-    plain: tuple[int, np.ndarray, np.ndarray] | None,
+    plain: tuple[int, np.ndarray, np.ndarray, float] | None,
     rgb: np.ndarray,
     out: np.ndarray,
     extras: Sequence[str],
@@ -150,7 +150,7 @@ def plain_scores(
     with and without it (None: the file has no ENHANCE layer, so both are the same)."""
     if plain is None:
         return None
-    size, picture, labels = plain
+    size, picture, labels, tiles_on = plain
     h, w = rgb.shape[:2]
     m = ms_ssim(rgb, picture)
     from semcodec.classes import MAP_NAMES
@@ -170,6 +170,7 @@ def plain_scores(
         "msssim_db": m.db,
         **quality.score(rgb, picture, extras),
         "class_sse": per_class,
+        "tiles_on": tiles_on,
     }
 
 
@@ -181,7 +182,9 @@ def plain_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if "plain" not in rec or rec.get("error"):
             continue
         p = rec["plain"]
-        fields = {k: v for k, v in (p or rec).items() if k not in ("class_sse", "plain")}
+        fields = {
+            k: v for k, v in (p or rec).items() if k not in ("class_sse", "plain", "tiles_on")
+        }
         out.append(
             {
                 **{k: v for k, v in rec.items() if k != "plain"},
