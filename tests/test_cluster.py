@@ -55,7 +55,8 @@ def _env() -> dict[str, str]:
 
 
 def _workers(pid: int) -> list[psutil.Process]:
-    """The Dask worker processes a command started (multiprocessing spawn children)."""
+    """The Dask worker processes a command started: spawned children, or the children of its
+    fork server."""
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -63,7 +64,9 @@ def _workers(pid: int) -> list[psutil.Process]:
     found = []
     for child in children:
         try:
-            if any("spawn_main" in part for part in child.cmdline()):
+            line = " ".join(child.cmdline())
+            forked = "forkserver" in line and child.ppid() != pid
+            if "spawn_main" in line or forked:
                 found.append(child)
         except psutil.Error:  # ended meanwhile
             pass
