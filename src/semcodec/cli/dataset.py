@@ -144,7 +144,7 @@ _OPTIONS = [
         metavar="SPEC",
         default=None,
         help="Run on Dask distributed: a scheduler address (tcp://host:8786) or local:N "
-        "(N worker processes here). Needs the [cluster] extra.",
+        "(N worker processes here; -j is then ignored). Needs the [cluster] extra.",
     ),
 ]
 
