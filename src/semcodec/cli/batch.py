@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -198,7 +198,7 @@ class LocalPool:
 @contextlib.contextmanager
 def processed(
     fn: Callable[[Any], Outcome],
-    tasks: Sequence[Any],
+    tasks: Collection[Any],
     jobs: int,
     models: tuple[str, ...],
     cluster: str | None = None,
@@ -426,6 +426,22 @@ class Batch:
             ctx.exit(EXIT_FAILURE)
 
 
+@dataclass(frozen=True)
+class _Tasks:
+    """The workers' tasks, each made as it is handed out: a million inputs never hold a
+    million tasks."""
+
+    plans: list[Planned]
+    make: Callable[[str, bytes | None], Any]
+    stdin_data: bytes | None
+
+    def __len__(self) -> int:
+        return len(self.plans)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self.make(plan.input, self.stdin_data) for plan in self.plans)
+
+
 @dataclass
 class Planned:
     """One input whose outputs are planned: its task runs unless every output is kept."""
@@ -571,7 +587,6 @@ def _run(
     stdin_data = stdin_bytes() if STDIO in inputs else None
     taken: set[str] = set()
     runnable: list[Planned] = []
-    tasks = []
     for inp, out in zip(inputs, outputs, strict=True):
         name = display(inp, "<stdin>")
         started = time.perf_counter()
@@ -584,9 +599,9 @@ def _run(
             log.add(_skipped_record(inp, plan, time.perf_counter() - started))
         else:
             runnable.append(plan)
-            tasks.append(make_task(inp, stdin_data))
             continue
         batch.progress.step()
+    tasks = _Tasks(runnable, make_task, stdin_data)
     global _TILE_PROGRESS
     _TILE_PROGRESS = batch.progress.tiles if jobs <= 1 or len(tasks) <= 1 else None
     with processed(worker, tasks, jobs, models, cluster) as outcomes:

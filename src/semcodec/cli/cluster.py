@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +148,7 @@ def _workers(client: Any) -> int:
 
 @contextlib.contextmanager
 def cluster_outcomes(
-    fn: Callable[[Any], Outcome], tasks: Sequence[Any], cluster: str, models: tuple[str, ...]
+    fn: Callable[[Any], Outcome], tasks: Collection[Any], cluster: str, models: tuple[str, ...]
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order from the cluster's workers, at most a few tasks per worker ahead."""
     from .. import runtime
