@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from ..errors import SemcodecError
-from ..imageio import OutputExists, atomic_write_bytes
+from ..imageio import OutputExists, atomic_write_bytes, remove_stale_temps
 from ..progress import Progress
 from ..verify import Existing
 from .common import (
@@ -585,6 +585,8 @@ def _run(
 ) -> None:
     """Plan every input (failing or skipping what needs no work), then process the rest."""
     stdin_data = stdin_bytes() if STDIO in inputs else None
+    if rules.skip_existing:
+        _clear_debris([*outputs, *([extra_out] if extra_out else [])], batch)
     taken: set[str] = set()
     runnable: list[Planned] = []
     for inp, out in zip(inputs, outputs, strict=True):
@@ -609,6 +611,13 @@ def _run(
             _settle(batch, log, plan, outcome, report, rules)
 
 
+def _clear_debris(outputs: list[str], batch: Batch) -> None:
+    """Resuming: remove the temporary files a killed run left next to these outputs."""
+    removed = remove_stale_temps(out for out in outputs if out != STDIO)
+    if removed:
+        batch.warn("", f"removed {removed} temporary file(s) left by a killed run")
+
+
 def _settle(
     batch: Batch,
     log: Report,
@@ -617,7 +626,7 @@ def _settle(
     report: Callable[[str, str, Outcome], str],
     rules: WriteRules,
 ) -> None:
-    """Write one processed input's outputs, then its line, its record and the progress."""
+    """Write one processed input's outputs, then at once its record, then its line."""
     name = display(plan.input, "<stdin>")
     out = plan.main.path
     if outcome.ok:
@@ -631,13 +640,13 @@ def _settle(
                 False, error=describe_error(exc), trace=traceback.format_exc(),
                 seconds=outcome.seconds,
             )  # fmt: skip
+    log.add(_record(plan.input, out, outcome))  # nothing between the write and its record
     if outcome.ok:
         for text in outcome.warnings:
             batch.warn(name, text)
         batch.line(report(name, display(out, "<stdout>"), outcome))
     else:
         batch.fail(name, outcome.error, outcome.trace)
-    log.add(_record(plan.input, out, outcome))
     batch.progress.step()
 
 
