@@ -30,7 +30,8 @@ def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
     out = tmp_path / "speed.json"
     cmd = [sys.executable, "-m", "semcodec.cli", "bench", "speed", "--images",
            str(tmp_path / "imgs"), "--model", "tiny", "--qualities", "0,5,30", "--threads", "1",
-           "--repeats", "2", "--net-size", "64x48", "--no-startup", "--out", str(out)]  # fmt: skip
+           "--repeats", "2", "--net-size", "64x48", "--no-startup", "--no-batch",
+           "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     res = json.loads(out.read_text())
@@ -178,3 +179,24 @@ def test_startup_times_whole_commands_and_reports_them() -> None:
            "runs": [], "summary": {}, "networks": [], "startup": st}  # fmt: skip
     table = speed.format_speed_table(res)
     assert "start-up: whole commands on a 64x64 PNG" in table and "decode --layer map" in table
+
+
+def test_batch_throughput_of_whole_commands(tmp_path: Path) -> None:
+    """-j 1 and -j 2 over the same images: images per second of each whole command, and the
+    speed-up over -j 1 in the table."""
+    images = []
+    for i in range(3):
+        path = _image(tmp_path / f"imgs{i}")
+        images.append(path.rename(tmp_path / f"gen{i}.png"))
+    cfg = speed.ThroughputConfig(model="tiny", quality=30, residual="native",
+                                 modes=speed.throughput.MODES[:2], timeout_s=300)  # fmt: skip
+    res = speed.measure_throughput(images, cfg, log=lambda s: None)
+    rows = res["modes"]
+    assert [r["mode"] for r in rows] == ["-j 1", "-j 2"]
+    for r in rows:
+        assert r["error"] is None and r["images"] == 3
+        assert r["images_per_s"] == pytest.approx(3 / r["wall_s"], rel=1e-3)
+        assert 0 < r["batch_s"] <= r["wall_s"] and r["batch_images_per_s"] > 0
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 0
+    table = "\n".join(speed.throughput.throughput_lines(res))
+    assert "-j 2" in table and "speed-up" in table

@@ -12,12 +12,14 @@ import contextlib
 import errno
 import io
 import os
+import re
 import secrets
 import sys
 import tempfile
 import threading
+import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -414,6 +416,36 @@ def load_image(source: str | Path | bytes | BinaryIO, limits: Limits = Limits())
     if not data:
         raise _fail(name, "empty input")
     return _read_pixels(io.BytesIO(data), name, limits)
+
+
+_TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")
+#: a temporary file unmodified this long belongs to a write whose process was killed outright
+STALE_TEMP_S = 60.0
+
+
+def remove_stale_temps(outputs: Iterable[str | Path], older_than: float = STALE_TEMP_S) -> int:
+    """Remove the temporary files that atomic writes of ``outputs`` left when their process was
+    killed outright (SIGKILL, power loss): a resumed batch leaves no debris. Returns how many."""
+    by_folder: dict[Path, set[str]] = {}
+    for out in outputs:
+        path = Path(out)
+        by_folder.setdefault(path.parent, set()).add(path.name)
+    now, removed = time.time(), 0
+    for folder, names in by_folder.items():
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # a folder still to be made, or unreadable: nothing of ours there
+            continue
+        for entry in entries:
+            match = _TEMP_NAME.fullmatch(entry.name)
+            if match is None or match["name"] not in names:
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if entry.is_file(follow_symlinks=False) and now - info.st_mtime > older_than:
+                    os.unlink(entry.path)
+                    removed += 1
+    return removed
 
 
 def _temp_path(target: Path) -> tuple[Path, int]:

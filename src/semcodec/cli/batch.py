@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import multiprocessing as mp
 import os
 import signal
 import sys
+import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +26,9 @@ from typing import Any
 import click
 
 from ..errors import SemcodecError
-from ..imageio import OutputExists, atomic_write_bytes
+from ..imageio import OutputExists, atomic_write_bytes, remove_stale_temps
 from ..progress import Progress
+from ..verify import Existing
 from .common import (
     EXIT_FAILURE,
     STDIO,
@@ -33,6 +39,8 @@ from .common import (
     warning,
     with_name,
 )
+from .dataset import DatasetOptions
+from .report import FileRecord, Report, bits_per_pixel
 
 
 @dataclass
@@ -46,14 +54,18 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     error: str = ""
     trace: str = ""
+    seconds: float = 0.0
 
 
 def guarded(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
     """Run one file's work, turning any failure into a reportable outcome (the batch goes on)."""
+    started = time.perf_counter()
     try:
-        return fn(task)
+        outcome = fn(task)
     except Exception as exc:  # noqa: BLE001 - reported per file, the batch continues
-        return Outcome(False, error=describe_error(exc), trace=traceback.format_exc())
+        outcome = Outcome(False, error=describe_error(exc), trace=traceback.format_exc())
+    outcome.seconds = time.perf_counter() - started
+    return outcome
 
 
 # the in-process batch's tile progress (Codec.progress); None in worker processes
@@ -93,24 +105,125 @@ def _mp_context() -> mp.context.BaseContext:
     return mp.get_context("spawn")
 
 
+#: tasks in flight per worker: enough to keep workers busy, few enough for a million inputs
+WINDOW_PER_WORKER = 4
+#: how often a task lost with a dead worker process is run again before it is failed
+RETRIES = 1
+_END = object()
+
+
+def windowed(
+    submit: Callable[[Any], Any],
+    result: Callable[[Any], Outcome],
+    tasks: Iterable[Any],
+    window: int,
+) -> Iterator[Outcome]:
+    """Outcomes in task order with at most ``window`` tasks submitted and not yet collected."""
+    pending: deque[Any] = deque()
+    queue = iter(tasks)
+    for task in itertools.islice(queue, window):
+        pending.append(submit(task))
+    while pending:
+        head = pending.popleft()
+        nxt = next(queue, _END)
+        if nxt is not _END:
+            pending.append(submit(nxt))
+        yield result(head)
+
+
+@dataclass
+class _Submitted:
+    """A task handed to the local pool: the pool it went to and how often it was retried."""
+
+    task: Any
+    future: Future
+    pool: ProcessPoolExecutor
+    tries: int = 0
+
+
+class LocalPool:
+    """Worker processes on this machine; a task lost with a killed worker runs again in a
+    fresh pool (once), so a batch neither hangs nor loses files when a worker dies."""
+
+    def __init__(self, fn: Callable[[Any], Outcome], jobs: int, models: tuple[str, ...]) -> None:
+        self.fn, self.jobs, self.models = fn, jobs, models
+        self.pool = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        """A pool whose workers load the models once and leave Ctrl-C to this process."""
+        return ProcessPoolExecutor(
+            self.jobs, mp_context=_mp_context(), initializer=_init_worker, initargs=(self.models,)
+        )
+
+    def _fresh(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
+        """The pool to use after ``broken`` broke: a new one, started once per breakage."""
+        if self.pool is broken:
+            broken.shutdown(wait=False, cancel_futures=True)
+            self.pool = self._start()
+        return self.pool
+
+    def submit(self, task: Any, tries: int = 0) -> _Submitted:
+        """Hand one task to the pool (a broken pool is replaced first)."""
+        pool = self.pool
+        try:
+            return _Submitted(task, pool.submit(self.fn, task), pool, tries)
+        except BrokenProcessPool:
+            return self.submit(task, tries) if self._fresh(pool) is not pool else self._dead(task)
+
+    def _dead(self, task: Any) -> _Submitted:
+        """A submission that can only fail (the pool cannot be restarted)."""
+        future: Future = Future()
+        future.set_exception(BrokenProcessPool("cannot start worker processes"))
+        return _Submitted(task, future, self.pool, RETRIES)
+
+    def result(self, item: _Submitted) -> Outcome:
+        """The task's outcome; run again in a fresh pool if its worker process died."""
+        try:
+            return item.future.result()
+        except BrokenProcessPool:
+            if item.tries >= RETRIES:
+                return Outcome(False, error="its worker process died (killed, or out of memory)")
+            self._fresh(item.pool)
+            return self.result(self.submit(item.task, item.tries + 1))
+
+    def close(self, interrupted: bool) -> None:
+        """Wait for the workers, or on an interrupt stop them at once."""
+        if interrupted:
+            for process in list(getattr(self.pool, "_processes", {}).values()):
+                with contextlib.suppress(Exception):
+                    process.kill()
+        self.pool.shutdown(wait=not interrupted, cancel_futures=True)
+
+
 @contextlib.contextmanager
 def processed(
-    fn: Callable[[Any], Outcome], tasks: list[Any], jobs: int, models: tuple[str, ...]
+    fn: Callable[[Any], Outcome],
+    tasks: Collection[Any],
+    jobs: int,
+    models: tuple[str, ...],
+    cluster: str | None = None,
 ) -> Iterator[Iterator[Outcome]]:
-    """Outcomes in task order, from this process or from a pool of ``jobs`` workers."""
+    """Outcomes in task order: from this process, a pool of ``jobs`` workers, or a cluster."""
+    if cluster is not None and tasks:
+        from .cluster import cluster_outcomes
+
+        _decide_before_workers()
+        with cluster_outcomes(fn, tasks, cluster, models) as outcomes:
+            yield outcomes
+        return
     if jobs == 0:
         jobs = os.cpu_count() or 1
     if jobs <= 1 or len(tasks) <= 1:
         yield (fn(task) for task in tasks)
         return
     _decide_before_workers()
-    pool = _mp_context().Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=(models,))
+    pool = LocalPool(fn, min(jobs, len(tasks)), models)
+    interrupted = True
     try:
-        yield pool.imap(fn, tasks, chunksize=1)
-        pool.close()
-        pool.join()
+        yield windowed(pool.submit, pool.result, tasks, WINDOW_PER_WORKER * pool.jobs)
+        interrupted = False
     finally:
-        pool.terminate()
+        pool.close(interrupted)
 
 
 def _stdout_binary() -> io.BufferedIOBase:
@@ -163,7 +276,9 @@ def check_io_args(inputs: Sequence[str], output: str | None, output_dir: Path | 
         raise SemcodecError(f"output directory {str(output_dir)!r} does not exist")
 
 
-def plan_problem(inp: str, out: str, force: bool, taken: set[str]) -> str | None:
+def plan_problem(
+    inp: str, out: str, force: bool, taken: set[str], *, make_dirs: bool = False
+) -> str | None:
     """Why writing ``out`` for ``inp`` must be refused before any work is done, or None."""
     if out == STDIO:
         if _stdout_binary().isatty():
@@ -178,15 +293,56 @@ def plan_problem(inp: str, out: str, force: bool, taken: set[str]) -> str | None
     if Path(out).is_dir():
         return f"cannot write {out!r}: is a directory"
     parent = Path(out).parent
-    if not parent.is_dir():
+    if not make_dirs and not parent.is_dir():
         return f"cannot write {out!r}: directory {str(parent)!r} does not exist"
     if not force and os.path.lexists(out):
         return str(OutputExists(f"cannot write {out!r}: file exists (use --force to overwrite)"))
     return None
 
 
-def deliver(out: str, data: bytes, force: bool) -> None:
+@dataclass(frozen=True)
+class WriteRules:
+    """How outputs that exist are treated, and whether missing folders are made."""
+
+    force: bool = False
+    skip_existing: bool = False
+    make_dirs: bool = False
+
+
+@dataclass(frozen=True)
+class Target:
+    """One planned output: to be written (``replace``: over an invalid file, --force), or a
+    valid file already there (``existing``), which is kept."""
+
+    path: str
+    existing: Existing | None = None
+    replace: bool = False
+
+
+def plan_target(
+    inp: str, out: str, rules: WriteRules, taken: set[str], check: Callable[[str], Existing]
+) -> Target | str:
+    """The output's plan, or why it must be refused; --skip-existing checks an existing file."""
+    problem = plan_problem(inp, out, True, taken, make_dirs=rules.make_dirs)
+    if problem is not None:
+        return problem
+    if out == STDIO or not os.path.lexists(out):
+        return Target(out)
+    if rules.skip_existing:
+        try:
+            return Target(out, existing=check(out))
+        except (OSError, ValueError) as exc:  # CorruptData is a ValueError
+            if not rules.force:
+                return f"cannot skip {out!r}: {describe_error(exc)} (use --force to replace it)"
+    if rules.force:
+        return Target(out, replace=True)
+    return str(OutputExists(f"cannot write {out!r}: file exists (use --force to overwrite)"))
+
+
+def deliver(out: str, data: bytes, force: bool, make_dirs: bool = False) -> None:
     """Write one output: atomically to a file, or to stdout."""
+    if make_dirs and out != STDIO:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
     if out == STDIO:
         stream = _stdout_binary()
         view = memoryview(data)
@@ -270,6 +426,109 @@ class Batch:
             ctx.exit(EXIT_FAILURE)
 
 
+@dataclass(frozen=True)
+class _Tasks:
+    """The workers' tasks, each made as it is handed out: a million inputs never hold a
+    million tasks."""
+
+    plans: list[Planned]
+    make: Callable[[str, bytes | None], Any]
+    stdin_data: bytes | None
+
+    def __len__(self) -> int:
+        return len(self.plans)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self.make(plan.input, self.stdin_data) for plan in self.plans)
+
+
+@dataclass
+class Planned:
+    """One input whose outputs are planned: its task runs unless every output is kept."""
+
+    input: str
+    main: Target
+    extra: Target | None = None
+
+    @property
+    def skipped(self) -> bool:
+        """Every output exists and is valid: nothing to do."""
+        return self.main.existing is not None and (
+            self.extra is None or self.extra.existing is not None
+        )
+
+
+def _plan(
+    inp: str,
+    out: str,
+    extra_out: str | None,
+    rules: WriteRules,
+    taken: set[str],
+    check: Callable[[str, str], Existing],
+    check_extra: Callable[[str], Existing],
+) -> Planned | str:
+    """Plan an input's output (and the extra one), or say why it cannot be processed."""
+    main = plan_target(inp, out, rules, taken, lambda path: check(inp, path))
+    if isinstance(main, str):
+        return main
+    extra = None
+    if extra_out is not None:
+        extra = plan_target(inp, extra_out, rules, taken, check_extra)
+        if isinstance(extra, str):
+            return extra
+    return Planned(inp, main, extra)
+
+
+def _write(target: Target | None, data: bytes | None, rules: WriteRules) -> None:
+    """Write one planned output, unless it is kept or there is nothing to write."""
+    if target is None or target.existing is not None or data is None:
+        return
+    deliver(target.path, data, rules.force or target.replace, rules.make_dirs)
+
+
+def _no_check(path: str) -> Existing:
+    """The check of an output that --skip-existing cannot trust: never valid."""
+    raise ValueError(f"cannot check {path!r}")
+
+
+def _record(name: str, out: str, outcome: Outcome) -> FileRecord:
+    """The report's record of a processed input."""
+    if not outcome.ok:
+        return FileRecord(
+            name, out, "failed", seconds=round(outcome.seconds, 6), error=outcome.error
+        )
+    w, h = outcome.info.get("width"), outcome.info.get("height")
+    size = len(outcome.data)
+    return FileRecord(
+        name,
+        out,
+        "ok",
+        bytes=size,
+        width=w,
+        height=h,
+        bpp=bits_per_pixel(size, w, h),
+        layers=dict(outcome.info.get("layers", {})),
+        seconds=round(outcome.seconds, 6),
+    )
+
+
+def _skipped_record(name: str, plan: Planned, seconds: float) -> FileRecord:
+    """The report's record of an input whose outputs were found valid."""
+    found = plan.main.existing
+    assert found is not None
+    return FileRecord(
+        name,
+        plan.main.path,
+        "skipped",
+        bytes=found.bytes,
+        width=found.width,
+        height=found.height,
+        bpp=bits_per_pixel(found.bytes, found.width, found.height),
+        layers=dict(found.layers),
+        seconds=round(seconds, 6),
+    )
+
+
 def run_batch(
     ctx: click.Context,
     inputs: Sequence[str],
@@ -283,47 +542,112 @@ def run_batch(
     jobs: int,
     models: tuple[str, ...],
     extra_out: str | None = None,
+    dataset: DatasetOptions | None = None,
+    command: str = "",
+    check: Callable[[str, str], Existing] | None = None,
+    check_extra: Callable[[str], Existing] | None = None,
 ) -> None:
     """Check every output first, process the rest (in parallel if asked), write and report."""
-    batch = Batch(len(inputs), quiet, debug_enabled(ctx), to_stdout=STDIO in outputs)
+    dataset = dataset or DatasetOptions()
+    rules = WriteRules(force, dataset.skip_existing, dataset.keep_tree)
+    to_stdout = STDIO in outputs or dataset.report == STDIO
+    batch = Batch(len(inputs), quiet, debug_enabled(ctx), to_stdout=to_stdout)
+    try:
+        log = Report(dataset.report, command, len(inputs))
+    except OSError as exc:
+        raise SemcodecError(f"cannot write the report: {describe_error(exc)}") from None
+    interrupted = True
+    try:
+        _run(batch, log, inputs, outputs, make_task, worker, report, rules, jobs, models,
+             extra_out, dataset.cluster, check or (lambda _i, o: _no_check(o)),
+             check_extra or _no_check)  # fmt: skip
+        interrupted = False
+    finally:
+        log.close(interrupted)
+    batch.finish(ctx)
+
+
+def _run(
+    batch: Batch,
+    log: Report,
+    inputs: Sequence[str],
+    outputs: list[str],
+    make_task: Callable[[str, bytes | None], Any],
+    worker: Callable[[Any], Outcome],
+    report: Callable[[str, str, Outcome], str],
+    rules: WriteRules,
+    jobs: int,
+    models: tuple[str, ...],
+    extra_out: str | None,
+    cluster: str | None,
+    check: Callable[[str, str], Existing],
+    check_extra: Callable[[str], Existing],
+) -> None:
+    """Plan every input (failing or skipping what needs no work), then process the rest."""
     stdin_data = stdin_bytes() if STDIO in inputs else None
+    if rules.skip_existing:
+        _clear_debris([*outputs, *([extra_out] if extra_out else [])], batch)
     taken: set[str] = set()
-    runnable: list[tuple[str, str]] = []
-    tasks = []
+    runnable: list[Planned] = []
     for inp, out in zip(inputs, outputs, strict=True):
-        problem = plan_problem(inp, out, force, taken)
-        if problem is None and extra_out is not None:
-            problem = plan_problem(inp, extra_out, force, taken)
-        if problem is not None:
-            batch.fail(display(inp, "<stdin>"), problem)
-            batch.progress.step()
+        name = display(inp, "<stdin>")
+        started = time.perf_counter()
+        plan = _plan(inp, out, extra_out, rules, taken, check, check_extra)
+        if isinstance(plan, str):
+            batch.fail(name, plan)
+            log.add(FileRecord(inp, out, "failed", error=plan))
+        elif plan.skipped:
+            batch.line(f"{name} -> {display(out, '<stdout>')}: skipped (exists, valid)")
+            log.add(_skipped_record(inp, plan, time.perf_counter() - started))
+        else:
+            runnable.append(plan)
             continue
-        runnable.append((inp, out))
-        tasks.append(make_task(inp, stdin_data))
+        batch.progress.step()
+    tasks = _Tasks(runnable, make_task, stdin_data)
     global _TILE_PROGRESS
     _TILE_PROGRESS = batch.progress.tiles if jobs <= 1 or len(tasks) <= 1 else None
-    with processed(worker, tasks, jobs, models) as outcomes:
-        for (inp, out), outcome in zip(runnable, outcomes, strict=True):
-            name = display(inp, "<stdin>")
-            if outcome.ok:
-                try:
-                    deliver(out, outcome.data, force)
-                    if extra_out is not None and outcome.extra is not None:
-                        atomic_write_bytes(extra_out, outcome.extra, force)
-                except BrokenPipeError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - reported per file
-                    outcome = Outcome(
-                        False, error=describe_error(exc), trace=traceback.format_exc()
-                    )
-            if outcome.ok:
-                for text in outcome.warnings:
-                    batch.warn(name, text)
-                batch.line(report(name, display(out, "<stdout>"), outcome))
-            else:
-                batch.fail(name, outcome.error, outcome.trace)
-            batch.progress.step()
-    batch.finish(ctx)
+    with processed(worker, tasks, jobs, models, cluster) as outcomes:
+        for plan, outcome in zip(runnable, outcomes, strict=True):
+            _settle(batch, log, plan, outcome, report, rules)
+
+
+def _clear_debris(outputs: list[str], batch: Batch) -> None:
+    """Resuming: remove the temporary files a killed run left next to these outputs."""
+    removed = remove_stale_temps(out for out in outputs if out != STDIO)
+    if removed:
+        batch.warn("", f"removed {removed} temporary file(s) left by a killed run")
+
+
+def _settle(
+    batch: Batch,
+    log: Report,
+    plan: Planned,
+    outcome: Outcome,
+    report: Callable[[str, str, Outcome], str],
+    rules: WriteRules,
+) -> None:
+    """Write one processed input's outputs, then at once its record, then its line."""
+    name = display(plan.input, "<stdin>")
+    out = plan.main.path
+    if outcome.ok:
+        try:
+            _write(plan.main, outcome.data, rules)
+            _write(plan.extra, outcome.extra, rules)
+        except BrokenPipeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported per file
+            outcome = Outcome(
+                False, error=describe_error(exc), trace=traceback.format_exc(),
+                seconds=outcome.seconds,
+            )  # fmt: skip
+    log.add(_record(plan.input, out, outcome))  # nothing between the write and its record
+    if outcome.ok:
+        for text in outcome.warnings:
+            batch.warn(name, text)
+        batch.line(report(name, display(out, "<stdout>"), outcome))
+    else:
+        batch.fail(name, outcome.error, outcome.trace)
+    batch.progress.step()
 
 
 def stdin_bytes() -> bytes:

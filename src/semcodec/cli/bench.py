@@ -421,6 +421,16 @@ def _int_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[
     "--no-startup", is_flag=True, help="Skip the start-up check (whole commands on 64x64)."
 )
 @click.option(
+    "--batch/--no-batch",
+    default=True,
+    show_default=True,
+    help="Also time whole batch commands over the images: -j 1, -j 2, --cluster local:2.",
+)
+@click.option(
+    "--batch-quality", type=click.IntRange(0, 100), default=50, show_default=True,
+    help="Quality of the batch throughput commands.",
+)  # fmt: skip
+@click.option(
     "--timeout", type=float, default=1800.0, show_default=True, help="Seconds per child process."
 )
 @click.option(
@@ -441,6 +451,8 @@ def speed_command(
     net_size: tuple[int, int],
     no_nets: bool,
     no_startup: bool,
+    batch: bool,
+    batch_quality: int,
     timeout: float,
     out: Path,
 ) -> None:
@@ -461,6 +473,11 @@ def speed_command(
         nets=not no_nets,
         timeout_s=timeout,
         startup=not no_startup,
+        batch=(
+            speed.ThroughputConfig(quality=batch_quality, residual=residual, timeout_s=timeout)
+            if batch
+            else None
+        ),
     )
     sys.exit(code)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import sys
@@ -18,6 +19,7 @@ from ..fileinfo import bpp, file_info, format_info
 from ..labelmap import label_image
 from ..metadata import KINDS as METADATA_KINDS
 from ..ratecontrol import bytes_for_bpp, search_quality
+from ..verify import Existing, check_image, check_sem, sem_layer_bytes
 from .batch import (
     Outcome,
     check_io_args,
@@ -41,6 +43,7 @@ from .common import (
     error,
     with_name,
 )
+from .dataset import DatasetOptions, dataset_options
 
 # the residual coders' names, from the format's codes (no coder module imported at start-up)
 BACKENDS = tuple(kind.label for kind in container.ResidualKind if kind != container.RESIDUAL_NONE)
@@ -178,7 +181,7 @@ def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) ->
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, required=True, metavar="IN...")
+@click.argument("inputs", nargs=-1, metavar="IN...")
 @click.option(
     "-q",
     "--quality",
@@ -237,6 +240,7 @@ def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) ->
     "nothing, whichever is estimated cheapest (--no-gating: the generator everywhere).",
 )
 @apply_options(io_options)
+@dataset_options
 @click.pass_context
 def encode(
     ctx: click.Context,
@@ -255,14 +259,17 @@ def encode(
     jobs: int,
     force: bool,
     quiet: bool,
+    dataset: DatasetOptions,
 ) -> None:
     """Encode images to .sem (default output: IN with suffix .sem; '-' is stdin/stdout)."""
     if target_bpp is not None and target_size is not None:
         raise click.UsageError("--target-bpp and --target-size cannot be used together")
     if quality is not None and (target_bpp is not None or target_size is not None):
         raise click.UsageError("-q cannot be combined with --target-bpp/--target-size")
+    inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
-    outputs = [output_name(i, output, output_dir, ".sem") for i in inputs]
+    dataset.check(output)
+    outputs = dataset.outputs(inputs, output, output_dir, ".sem", output_name)
 
     def make_task(inp: str, stdin_data: bytes | None) -> _EncodeTask:
         """Bundle one input with the settings for a worker."""
@@ -291,6 +298,9 @@ def encode(
         quiet=quiet,
         jobs=jobs,
         models=(model,),
+        dataset=dataset,
+        command="encode",
+        check=_existing_sem,
     )
 
 
@@ -337,6 +347,7 @@ def _decode_work(task: _DecodeTask) -> Outcome:
             label_image(full_size_map(result.semantic_map, result.header), task.color)
         )
     info = {"width": image.width, "height": image.height, "mode": image.mode, "layer": task.layer}
+    info["layers"] = sem_layer_bytes(data)
     from ..entropy.gating import NONE
 
     warnings = []
@@ -367,7 +378,26 @@ def _map_work(data: bytes, task: _DecodeTask) -> Outcome:
     out = png_bytes(label_image(labels, task.color))
     h, w = labels.shape
     info = {"width": w, "height": h, "mode": "P" if task.color else "L", "layer": "map"}
+    info["layers"] = sem_layer_bytes(data)
     return Outcome(True, out, info=info)
+
+
+def _existing_sem(_inp: str, out: str) -> Existing:
+    """--skip-existing: an existing .sem output counts only if its header and every CRC check."""
+    return check_sem(out)
+
+
+def _existing_image(pil_format: str, inp: str | None, out: str) -> Existing:
+    """--skip-existing: an existing image counts only if it decodes in full; the report's
+    layers are those of the .sem it came from."""
+    found = check_image(out, pil_format)
+    if inp is None or inp == STDIO:
+        return found
+    try:
+        layers = sem_layer_bytes(Path(inp).read_bytes())
+    except (OSError, ValueError):  # the input is only described here, not needed
+        layers = {}
+    return Existing(found.bytes, found.width, found.height, layers)
 
 
 def _decode_worker(task: _DecodeTask) -> Outcome:
@@ -396,7 +426,7 @@ def _output_format(fmt: str | None, output: str | None) -> str:
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, required=True, metavar="IN...")
+@click.argument("inputs", nargs=-1, metavar="IN...")
 @click.option(
     "--layer",
     type=click.Choice(["full", "base", "map"]),
@@ -433,6 +463,7 @@ def _output_format(fmt: str | None, output: str | None) -> str:
 )
 @click.option("--model", default=None, help="Model bundle  [default: the one named in the file]")
 @apply_options(io_options)
+@dataset_options
 @click.pass_context
 def decode(
     ctx: click.Context,
@@ -448,9 +479,12 @@ def decode(
     jobs: int,
     force: bool,
     quiet: bool,
+    dataset: DatasetOptions,
 ) -> None:
     """Decode .sem files to images (default output: IN with suffix .png; '-' is stdin/stdout)."""
+    inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
+    dataset.check(output)
     if layer == "map" and segmentation is not None:
         raise click.UsageError("--layer map writes the map itself; drop --segmentation")
     if layer == "map" and fmt not in (None, "png"):
@@ -461,7 +495,7 @@ def decode(
         raise click.UsageError("--segmentation needs a file name")
     fmt = _output_format(fmt, output)
     suffix = DECODE_FORMATS[fmt][1]
-    outputs = [output_name(i, output, output_dir, suffix) for i in inputs]
+    outputs = dataset.outputs(inputs, output, output_dir, suffix, output_name)
 
     def make_task(inp: str, stdin_data: bytes | None) -> _DecodeTask:
         """Bundle one input with the settings for a worker."""
@@ -488,6 +522,10 @@ def decode(
         jobs=jobs,
         models=(model,) if model else (),
         extra_out=segmentation,
+        dataset=dataset,
+        command="decode",
+        check=functools.partial(_existing_image, DECODE_FORMATS[fmt][0]),
+        check_extra=functools.partial(_existing_image, "PNG", None),
     )
 
 

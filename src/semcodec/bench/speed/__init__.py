@@ -20,6 +20,7 @@ from .measure import (
     run_speed,
 )
 from .report import format_speed_table
+from .throughput import ThroughputConfig, measure_throughput
 
 __all__ = [
     "CODEC_TARGET_QUALITY",
@@ -28,6 +29,7 @@ __all__ = [
     "ENCODE_STAGES",
     "SCHEMA",
     "TARGETS",
+    "ThroughputConfig",
     "_busy_warning",
     "_stage_medians",
     "default_weights_available",
@@ -36,5 +38,6 @@ __all__ = [
     "machine_info",
     "main",
     "measure_and_write",
+    "measure_throughput",
     "run_speed",
 ]

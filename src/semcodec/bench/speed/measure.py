@@ -27,6 +27,7 @@ on weight values), next to the model actually used.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import math
@@ -44,6 +45,8 @@ from typing import Any
 
 from semcodec.bench import common
 from semcodec.bench.common import default_arch_model
+
+from .throughput import ThroughputConfig, measure_throughput
 
 __all__ = [
     "SCHEMA",
@@ -552,8 +555,10 @@ def run_speed(
     timeout_s: float | None = 1800.0,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
     startup: bool = True,
+    batch: ThroughputConfig | None = None,
 ) -> dict[str, Any]:
-    """Measure every image × quality in its own process, the networks alone, then start-up."""
+    """Measure every image × quality in its own process, the networks alone, start-up, then
+    the throughput of whole batches (``batch``)."""
     requested, note = model, None
     if model == "default" and not default_weights_available():
         model = "tiny"
@@ -615,6 +620,13 @@ def run_speed(
         started_up = measure_startup(model, threads, repeats)
         if started_up.get("error"):
             log(f"  warning: start-up: {started_up['error']}")
+    throughput = None
+    if batch is not None:
+        batch = dataclasses.replace(batch, model=model)
+        throughput = measure_throughput(images, batch, log)
+        for row in throughput["modes"]:
+            if row.get("error"):
+                log(f"  warning: batch {row['mode']}: {row['error']}")
     finished = machine_info()
     return {
         "schema": SCHEMA,
@@ -642,6 +654,7 @@ def run_speed(
         "codec_targets": _codec_verdicts(_summary(runs)),
         "networks": networks,
         "startup": started_up,
+        "throughput": throughput,
     }
 
 
@@ -672,6 +685,7 @@ def measure_and_write(
     nets: bool = True,
     timeout_s: float | None = 1800.0,
     startup: bool = True,
+    batch: ThroughputConfig | None = None,
 ) -> int:
     """Measure, print the table, write the JSON; the exit status (2 bad arguments, 1 a failure)."""
     if not images_dir.is_dir():
@@ -697,6 +711,7 @@ def measure_and_write(
         nets=nets,
         timeout_s=timeout_s,
         startup=startup,
+        batch=batch,
     )
     from .report import format_speed_table
 
@@ -704,7 +719,9 @@ def measure_and_write(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
+    batches = (result.get("throughput") or {}).get("modes", [])
     failed = [r for r in (*result["runs"], *result["networks"]) if r.get("error")]
+    failed += [r for r in batches if r.get("error") and "not installed" not in r["error"]]
     return 1 if failed else 0
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from .measure import CODEC_TARGET_QUALITY, DECODE_STAGES, ENCODE_STAGES
 from .startup import MAP_TARGET_S
+from .throughput import throughput_lines
 
 __all__ = ["format_speed_table"]
 
@@ -131,6 +132,7 @@ def format_speed_table(result: dict[str, Any]) -> str:
         if not any(v.get("bf16") for v in net["seconds"].values()):
             lines.append("  (bf16 not timed: this CPU has no native bf16, it would be emulated)")
     lines += _startup_lines(result.get("startup"))
+    lines += throughput_lines(result.get("throughput"))
     return "\n".join(lines)
 
 

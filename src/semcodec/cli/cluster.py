@@ -1,0 +1,176 @@
+"""Encode and decode on a Dask distributed cluster (``--cluster``): a scheduler's address, or
+``local:N`` worker processes on this machine.
+
+Workers compute; this process plans, writes and reports, exactly as for ``-j``: every output
+is written once, atomically, by one writer, whichever worker computed it and however often a
+task ran again after a worker died. Inputs are read by the workers at the paths given, so on
+several machines they must be visible at the same paths (a shared file system).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import re
+import threading
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from .batch import WINDOW_PER_WORKER, Outcome, windowed
+
+_LOCAL = re.compile(r"local(?::(\d+))?")
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Where to run: a scheduler address, or a number of local worker processes."""
+
+    address: str | None = None
+    local_workers: int = 0
+
+
+def parse_cluster(text: str) -> ClusterSpec:
+    """``local``, ``local:N`` or a scheduler address such as ``tcp://10.0.0.5:8786`` (exit 2)."""
+    match = _LOCAL.fullmatch(text.strip())
+    if match:
+        workers = int(match.group(1) or os.cpu_count() or 1)
+        if workers < 1:
+            raise click.BadParameter("local:N needs N >= 1", param_hint="--cluster")
+        return ClusterSpec(local_workers=workers)
+    if ":" not in text:
+        raise click.BadParameter(
+            f"expected local:N or a scheduler address (tcp://host:8786), got {text!r}",
+            param_hint="--cluster",
+        )
+    return ClusterSpec(address=text.strip())
+
+
+def _distributed() -> Any:
+    """The distributed package, or a one-line error naming the extra that installs it."""
+    try:
+        import distributed
+    except ImportError:
+        raise click.UsageError(
+            "--cluster needs Dask distributed: pip install 'semcodec[cluster]'"
+        ) from None
+    return distributed
+
+
+def _plugin_class() -> type:
+    """The worker plugin class (built here so that importing this module needs no Dask)."""
+    from distributed import WorkerPlugin
+
+    class ModelLoader(WorkerPlugin):
+        """Loads the models once per worker, with the client's bf16 decision and one torch
+        thread per task slot: files must not depend on which worker wrote them."""
+
+        name = "semcodec-models"
+
+        def __init__(self, models: tuple[str, ...], bf16: str | None) -> None:
+            self.models, self.bf16 = models, bf16
+
+        def setup(self, worker: Any) -> None:
+            """Runs in each worker as it joins."""
+            load_models(self.models, self.bf16)
+
+    return ModelLoader
+
+
+def load_models(models: tuple[str, ...], bf16: str | None) -> None:
+    """A worker's start: the bf16 decision, then every model loaded once."""
+    from .. import runtime
+
+    if bf16 is not None:
+        os.environ[runtime.BF16_ENV] = bf16
+    from ..codec import get_codec
+
+    for name in models:
+        with contextlib.suppress(Exception):  # a bad model is reported per file when used
+            get_codec(name)
+
+
+_THREAD_READY = threading.local()
+_CODEC_LOCK = threading.Lock()
+
+
+def run_task(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
+    """One task on a worker: one torch thread per task thread, and one task per process at a
+    time (a worker's codec is shared; give workers --nthreads 1 and several processes)."""
+    if not getattr(_THREAD_READY, "done", False):
+        import torch
+
+        torch.set_num_threads(1)
+        _THREAD_READY.done = True
+    with _CODEC_LOCK:
+        return fn(task)
+
+
+@contextlib.contextmanager
+def _client(spec: ClusterSpec) -> Iterator[Any]:
+    """A client of the scheduler, or of a local cluster started (and stopped) here."""
+    distributed = _distributed()
+    if spec.address is not None:
+        with distributed.Client(spec.address, set_as_default=False) as client:
+            yield client
+        return
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with _local_start_method(), distributed.LocalCluster(
+        n_workers=spec.local_workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=40,  # logging.ERROR: a restarted worker is not news on the terminal
+        env=env,
+    ) as cluster, distributed.Client(cluster, set_as_default=False) as client:  # fmt: skip
+        yield client
+
+
+def _local_start_method() -> contextlib.AbstractContextManager:
+    """Local workers forked from a server that has imported torch and the codec once: they
+    start and stop in a fraction of spawn's time (spawn where there is no forkserver)."""
+    import dask
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return contextlib.nullcontext()
+    multiprocessing.set_forkserver_preload(["semcodec.codec"])
+    return dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+
+
+def _workers(client: Any) -> int:
+    """How many worker threads the cluster has now (at least one)."""
+    info = client.scheduler_info()
+    return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
+
+
+@contextlib.contextmanager
+def cluster_outcomes(
+    fn: Callable[[Any], Outcome], tasks: Collection[Any], cluster: str, models: tuple[str, ...]
+) -> Iterator[Iterator[Outcome]]:
+    """Outcomes in task order from the cluster's workers, at most a few tasks per worker ahead."""
+    from .. import runtime
+
+    spec = parse_cluster(cluster)
+    with _client(spec) as client:
+        plugin = _plugin_class()(models, os.environ.get(runtime.BF16_ENV))
+        client.register_plugin(plugin)
+        client.wait_for_workers(spec.local_workers or 1)
+        killed = _distributed().KilledWorker
+
+        def submit(task: Any) -> Any:
+            """One task, never deduplicated against another client's equal one."""
+            return client.submit(run_task, fn, task, pure=False)
+
+        def result(future: Any) -> Outcome:
+            """The task's outcome, or a failure when its workers kept dying."""
+            try:
+                return future.result()
+            except killed:
+                return Outcome(False, error="its worker process died (killed, or out of memory)")
+            finally:
+                future.release()
+
+        yield windowed(submit, result, tasks, WINDOW_PER_WORKER * _workers(client))

@@ -1,0 +1,108 @@
+"""encode --cluster on a local Dask cluster of two worker processes: one worker is killed
+mid-run, and every file is still produced once, identical to a one-machine run, with a complete
+report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from semcodec.cli import cli
+
+psutil = pytest.importorskip("psutil")
+pytest.importorskip("distributed")
+
+TINY = ["--model", "tiny", "--residual", "native", "--no-gating", "-q", "30"]
+N_FILES = 16
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+
+
+def _write_images(folder: Path) -> list[str]:
+    """N_FILES images of 192x144 (about 0.1 s each with tiny) in two sub-folders."""
+    names = [f"{d}/f{i:02d}.png" for d in "pq" for i in range(N_FILES // 2)]
+    for seed, name in enumerate(names):
+        rng = np.random.default_rng(seed)
+        y, x = np.mgrid[0:144, 0:192]
+        a = np.stack([x + seed * 9, y * 2, x + y], -1) % 256 + rng.integers(-8, 9, (144, 192, 3))
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).save(folder / name)
+    return names
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file below ``folder``, hidden temporary files included."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def _env() -> dict[str, str]:
+    """This tree's package for the command and, through it, the spawned workers."""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
+
+
+def _workers(pid: int) -> list[psutil.Process]:
+    """The Dask worker processes a command started: spawned children, or the children of its
+    fork server."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            line = " ".join(child.cmdline())
+            forked = "forkserver" in line and child.ppid() != pid
+            if "spawn_main" in line or forked:
+                found.append(child)
+        except psutil.Error:  # ended meanwhile
+            pass
+    return found
+
+
+def test_killed_cluster_worker_loses_and_duplicates_nothing(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = _write_images(tmp_path)
+    for folder in ("ref", "out"):
+        (tmp_path / folder).mkdir()
+    r = CliRunner().invoke(cli, ["encode", *names, "-d", "ref", "--keep-tree", *TINY])
+    assert r.exit_code == 0, r.output
+    reference = _files(tmp_path / "ref")
+    cmd = [sys.executable, "-m", "semcodec.cli", "encode", *names, "-d", "out", "--keep-tree",
+           "--cluster", "local:2", "--report", "rep.jsonl", *TINY]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "out").rglob("*.sem")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no output in time"
+            time.sleep(0.01)
+        workers = _workers(proc.pid)
+        assert len(workers) == 2
+        workers[0].send_signal(signal.SIGKILL)
+        done_at_kill = len(list((tmp_path / "out").rglob("*.sem")))
+        out, err = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert done_at_kill < N_FILES, "the worker must be killed mid-run"
+    assert proc.returncode == 0, err.decode()
+    assert _files(tmp_path / "out") == reference  # every file once, as one machine wrote it
+    lines = [json.loads(x) for x in (tmp_path / "rep.jsonl").read_text().splitlines()]
+    *per_file, summary = lines
+    assert sorted(x["input"] for x in per_file) == sorted(names)
+    assert all(x["status"] == "ok" for x in per_file)
+    assert (summary["ok"], summary["failed"], summary["inputs"]) == (N_FILES, 0, N_FILES)
+    assert len(out.decode().splitlines()) == N_FILES
