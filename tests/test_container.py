@@ -151,7 +151,7 @@ def test_empty_and_foreign_input() -> None:
 
 
 def test_unknown_version() -> None:
-    rejects(raw_file(version=4), "unsupported .sem format version 4")
+    rejects(raw_file(version=5), "unsupported .sem format version 5")
     rejects(raw_file(version=0), "unsupported .sem format version 0")
 
 

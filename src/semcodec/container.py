@@ -36,10 +36,10 @@ __all__ = [
 ]
 
 MAGIC = b"\x89SEM\r\n\x1a\n"
-FORMAT_VERSION = 3  # the newest this module reads and writes
-# 2 adds the METADATA layer, 3 the GATING layer; a file is written with the oldest version
-# that holds its layers, so files without them stay readable by older releases
-SUPPORTED_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4  # the newest this module reads and writes
+# 2 adds the METADATA layer, 3 the GATING layer, 4 the ROI layer; a file is written with the
+# oldest version that holds its layers, so files without them stay readable by older releases
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
 
 
 class ResidualKind(IntEnum):
@@ -78,7 +78,7 @@ FIXED_HEADER_SIZE = _FIXED.size  # 34
 _ENTRY = struct.Struct("<BII")  # kind, length, crc32
 _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")
-_MAX_LAYERS = {1: 4, 2: 5, 3: 6}
+_MAX_LAYERS = {1: 4, 2: 5, 3: 6, 4: 7}
 
 
 class LayerKind(IntEnum):
@@ -90,6 +90,7 @@ class LayerKind(IntEnum):
     ALPHA = 4
     METADATA = 5  # format version 2: ICC profile, EXIF, XMP (metadata.py)
     GATING = 6  # format version 3: each tile's prediction mode (gating.py)
+    ROI = 7  # format version 4: the regions of interest the encoder favoured (roi.py)
 
 
 _REQUIRED_LAYERS = (LayerKind.SEMANTIC_MAP,)  # COMPACT too, unless GATING says no tile uses it
@@ -176,6 +177,8 @@ class Header:
 
 def _version_for(kinds: list[int]) -> int:
     """The oldest format version that can hold these layers (old readers keep reading old files)."""
+    if LayerKind.ROI in kinds:
+        return 4
     if LayerKind.GATING in kinds:
         return 3
     return 2 if LayerKind.METADATA in kinds else 1
@@ -193,6 +196,8 @@ def _layer_set_problem(
             return f"layer kind {kind} (METADATA) needs format version 2, file says {version}"
         if kind == LayerKind.GATING and version < 3:
             return f"layer kind {kind} (GATING) needs format version 3, file says {version}"
+        if kind == LayerKind.ROI and version < 4:
+            return f"layer kind {kind} (ROI) needs format version 4, file says {version}"
         if kind in seen:
             return f"duplicate layer kind {LayerKind(kind).name}"
         seen.add(kind)
@@ -205,6 +210,8 @@ def _layer_set_problem(
         return "missing required layer COMPACT"
     if LayerKind.GATING in seen and LayerKind.RESIDUAL not in seen:
         return "GATING layer present without a RESIDUAL layer"
+    if LayerKind.ROI in seen and LayerKind.RESIDUAL not in seen:
+        return "ROI layer present without a RESIDUAL layer"
     has_alpha = LayerKind.ALPHA in seen
     if has_alpha != (header.mode == "RGBA"):
         return (
