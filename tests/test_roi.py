@@ -248,3 +248,30 @@ def test_pillow_plugin_saves_with_roi() -> None:
     sizes = container.layer_sizes(buf.getvalue())
     assert container.LayerKind.ROI in sizes
     assert Image.open(io.BytesIO(buf.getvalue())).convert("RGB").size == (192, 128)
+
+
+# ----- the container ---------------------------------------------------------------------------
+def test_the_roi_layer_needs_version_4_and_a_residual() -> None:
+    import struct
+    import zlib
+
+    from semcodec.container import Header, LayerKind, pack, unpack
+    from semcodec.errors import CorruptData
+    from semcodec.roi import encode_roi, parse_roi
+
+    header = Header(8, 8, "RGB", "tiny-v1", "0123456789abcdef", 50, 2, 8, 5)
+    layers = {LayerKind.SEMANTIC_MAP: b"m", LayerKind.COMPACT: b"c", LayerKind.RESIDUAL: b"r"}
+    data = pack(header, {**layers, LayerKind.ROI: encode_roi(parse_roi("car"))})
+    assert data[8] == 4 and LayerKind.ROI in unpack(data)[1]
+    assert pack(header, layers)[8] == 1  # without it, the oldest version as before
+    with pytest.raises(ValueError, match="ROI layer present without a RESIDUAL layer"):
+        pack(
+            Header(8, 8, "RGB", "tiny-v1", "0123456789abcdef", 0, 0, 8, 5),
+            {LayerKind.SEMANTIC_MAP: b"m", LayerKind.COMPACT: b"c", LayerKind.ROI: b"x"},
+        )
+    forged = bytearray(data)
+    forged[8] = 3
+    crc_at = 34 + forged[23] + 1 + 9 * forged[34 + forged[23]]
+    forged[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(forged[:crc_at])))
+    with pytest.raises(CorruptData, match=r"ROI\) needs format version 4"):
+        unpack(bytes(forged))

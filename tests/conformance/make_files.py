@@ -34,7 +34,11 @@ CASES = {
     "rgb-q40-mixed": (192, 128, "RGB", 40, "avif"),
     "rgb-q40-masked": (192, 128, "RGB", 40, "avif"),
     "rgb-q50-nocompact": (96, 64, "RGB", 50, "avif"),
+    # format version 4: an ROI layer (the encoder favoured these classes; decoding ignores it)
+    "rgb-q50-roi": (128, 96, "RGB", 50, "avif"),
 }
+#: cases encoded with regions of interest (roi.parse_roi's form)
+ROI = {"rgb-q50-roi": "sky,building:2,road"}
 #: cases encoded with a fixed gating configuration (the others with the codec's default)
 GATING = {"rgb-q50-nocompact": {"modes": (2,)}}
 #: cases drawn by ``structured`` (straight edges beside smooth areas) instead of ``synthetic``
@@ -139,6 +143,10 @@ def main(model: str = "default", add: bool = False) -> None:
         picture = structured(w, h, i) if name in STRUCTURED else synthetic(w, h, mode, i)
         if name in FORCED:
             data = forced_file(codec, picture, q, *FORCED[name])
+        elif name in ROI:
+            from semcodec.roi import parse_roi
+
+            data = enc.encode(picture, q, residual, roi_config=parse_roi(ROI[name], 1.5))
         else:
             data = enc.encode(picture, quality=q, residual=residual)
         (out / f"{name}.sem").write_bytes(data)
