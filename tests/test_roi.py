@@ -275,3 +275,32 @@ def test_the_roi_layer_needs_version_4_and_a_residual() -> None:
     forged[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(forged[:crc_at])))
     with pytest.raises(CorruptData, match=r"ROI\) needs format version 4"):
         unpack(bytes(forged))
+
+
+# ----- bench roi -------------------------------------------------------------------------------
+def test_bench_roi_on_a_tiny_labelled_set(tmp_path) -> None:
+    """The benchmark's three curves, BD-rates, recall and seconds, from the command line."""
+    (tmp_path / "test").mkdir()
+    (tmp_path / "testannot").mkdir()
+    lines = []
+    for i in range(2):
+        Image.fromarray(scene(96, 64, seed=i)).save(tmp_path / "test" / f"f{i}.png")
+        gt = np.full((64, 96), ROAD, np.uint8)
+        gt[16:48, 8:40] = CAR
+        Image.fromarray(gt).save(tmp_path / "testannot" / f"f{i}.png")
+        lines.append(f"test/f{i}.png testannot/f{i}.png")
+    (tmp_path / "test.txt").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "roi.json"
+    r = _cli(["bench", "roi", "--data", str(tmp_path), "--every", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(out.read_text())
+    assert d["frames"] == ["f0"] and set(d["curves"]) == {"semcodec-roi", "semcodec", "avif"}
+    assert set(d["bd_rate"]) == {
+        "semcodec-roi vs avif",
+        "semcodec vs avif",
+        "semcodec-roi vs semcodec",
+    }
+    assert set(d["recall"]) == {"margin", "no_margin"} and "car" in d["recall"]["margin"]
+    assert d["encode_s"]["semcodec-roi"] > 0 and "BD-rate semcodec-roi vs avif" in r.output
+    bad = _cli(["bench", "roi", "--data", str(tmp_path), "--classes", "car,lorry"])
+    assert bad.exit_code == 2 and "unknown ROI class 'lorry'" in bad.output
