@@ -114,6 +114,7 @@ def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch)
     assert data[8] == 4  # format version 4: the ROI layer
     _header, layers = container.unpack(data)
     assert decode_roi(layers[container.LayerKind.ROI]) == cfg
+    assert codec.encode(scene(), 40, roi_config=cfg) == data  # deterministic
     assert codec.decode(data).image.size == (192, 128)
 
 
