@@ -106,7 +106,7 @@ def format_info(name: str, d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _roi_info(data: bytes | None, labels, header: container.Header) -> dict[str, Any] | None:
+def _roi_info(data: bytes | None, labels: Any, header: container.Header) -> dict[str, Any] | None:
     """The ROI classes, weights, strength and margin a file records, and the share it covers."""
     if data is None:
         return None

@@ -38,6 +38,7 @@ __all__ = [
     "RoiConfig",
     "RoiError",
     "block_weights",
+    "coverage",
     "decode_roi",
     "encode_roi",
     "guide_file",
