@@ -8,7 +8,7 @@ The first input byte selects the target, the next bytes the sizes the decoder is
     0 container.unpack          3 native residual decode   5 Codec.decode of a whole file whose
     1 semantic_map.decode_map   4 avif residual decode       CRCs are recomputed first, so hostile
     2 compact.decode_compact                                  payloads reach the payload decoders
-    6 metadata  7 gating  8 the map of a whole file  9 roi.decode_roi (the ROI layer)
+    6 metadata  7 gating  8 the map of a whole file  9 the ENHANCE layer  10 roi.decode_roi (ROI)
 
 The contract checked on every input: the decoder returns a result of exactly the requested shape,
 dtype and value range, or raises ``SemcodecError`` with a one-line message. Anything else (another
@@ -48,6 +48,7 @@ TARGETS = (
     "metadata",
     "gating",
     "mapfile",
+    "enhance",
     "roi",
 )
 _ENTRY = 9  # bytes per layer-table entry
@@ -204,8 +205,27 @@ def seed_files() -> dict[str, bytes]:
         "rgba-native": codec.encode(rgba, 80, "native"),
         "rgb-base": codec.encode(rgb[:16, :16], 0, "native"),
         "rgb-gated": _gated_seed(rgb),
+        "rgb-enhance": _enhance_seed(rgb),
         "rgb-roi": codec.encode(rgb, 50, "avif", roi_config=_roi_seed()),
     }
+
+
+def _enhance_seed(rgb) -> bytes:
+    """A file with an ENHANCE layer (gains, offsets, tile mask) of the tiny-enh model."""
+    import numpy as np
+
+    from semcodec import container
+    from semcodec.codec import Codec
+    from semcodec.container import LayerKind
+    from semcodec.entropy.enhance import encode_adjust
+    from semcodec.intenhance import Adjust
+
+    header, layers = container.unpack(Codec("tiny-enh").encode(rgb, 40, "native"))
+    adjust = Adjust(
+        np.arange(12) % 16, np.arange(36).reshape(12, 3) - 18, np.eye(1, 2, dtype=bool), 32
+    )
+    layers[LayerKind.ENHANCE] = encode_adjust(adjust)
+    return container.pack(header, layers)
 
 
 def _roi_seed():
@@ -249,6 +269,10 @@ class Harness:
         self.read_map = read_map
         self.native, self.avif = get_backend("native"), get_backend("avif")
         self.codec = get_codec("tiny")
+        self.enh_codec = get_codec("tiny-enh")
+        from semcodec.entropy.enhance import decode_adjust
+
+        self.decode_adjust = decode_adjust
         self.error = SemcodecError
         self.decode_metadata = decode_metadata
         self.decode_roi, self.encode_roi = decode_roi, encode_roi
@@ -305,10 +329,18 @@ class Harness:
                 sem = fix_crcs(data[1:])
                 hdr, labels = self.read_map(sem)
                 assert labels.shape == (-(-hdr.height // 8), -(-hdr.width // 8))
+            elif target == "enhance":
+                adj = self.decode_adjust(payload, 11, h, w)
+                assert adj.gains.shape == (12,) and 0 <= adj.gains.min() and adj.gains.max() <= 15
+                assert adj.tiles is None or adj.tiles.shape == (
+                    -(-h // adj.tile),
+                    -(-w // adj.tile),
+                )
             else:
                 sem = fix_crcs(data[1:])
-                res = self.codec.decode(sem)
                 hdr = self.container.read_header(sem)
+                codec = self.enh_codec if hdr.model_name == "tiny-enh" else self.codec
+                res = codec.decode(sem)
                 assert res.image.size == (hdr.width, hdr.height) and res.image.mode == hdr.mode
         except self.error as exc:
             message = str(exc)
@@ -341,8 +373,11 @@ def seed_inputs() -> list[bytes]:
             seeds.append(bytes([target]) + dims + layers[LayerKind.RESIDUAL])
         if LayerKind.METADATA in layers:
             seeds.append(bytes([6, 0, 0, 0, 0, 0]) + layers[LayerKind.METADATA])
+        if LayerKind.ENHANCE in layers:
+            dims = bytes([header.height - 1, header.width - 1, 0, 0, 0])
+            seeds.append(bytes([9]) + dims + layers[LayerKind.ENHANCE])
         if LayerKind.ROI in layers:
-            seeds.append(bytes([9, 0, 0, 0, 0, 0]) + layers[LayerKind.ROI])
+            seeds.append(bytes([10, 0, 0, 0, 0, 0]) + layers[LayerKind.ROI])
     return seeds
 
 

@@ -300,7 +300,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 TOP_KEYS = {"schema", "created", "environment", "config", "codecs", "metrics", "images",
-            "records", "aggregate", "bd", "tile_modes", "prediction"}  # fmt: skip
+            "records", "aggregate", "bd", "tile_modes", "prediction", "enhancement"}  # fmt: skip
 RECORD_KEYS = {"image", "codec", "setting", "bytes", "bpp", "psnr", "msssim", "msssim_db",
                "msssim_scales", "encode_s", "decode_s", "layer_bytes", "tiles", "mean_shift", "error"}  # fmt: skip
 AGG_KEYS = {"setting", "n", "bpp", "psnr", "msssim", "msssim_db", "encode_s", "decode_s",

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 NUM_CLASSES = 11  # the network never predicts void
 VOID = 11  # label value ignored in training and evaluation
+UNKNOWN = VOID  # in a map: the network was not sure (CamVid's void); releases from 2026-12
+MAP_SYMBOLS = NUM_CLASSES + 1  # the map's alphabet: the classes and UNKNOWN
 CLASSES: tuple[str, ...] = (
     "sky", "building", "pole", "road", "pavement", "tree",
     "signsymbol", "fence", "car", "pedestrian", "bicyclist",
 )  # fmt: skip
+MAP_NAMES: tuple[str, ...] = (*CLASSES, "unknown")  # a map value's name
 PALETTE: tuple[tuple[int, int, int], ...] = (
     (128, 128, 128), (128, 0, 0), (192, 192, 128), (128, 64, 128), (60, 40, 222), (128, 128, 0),
     (192, 128, 128), (64, 64, 128), (64, 0, 128), (64, 64, 0), (0, 128, 192), (0, 0, 0),

@@ -19,12 +19,13 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import container, decoder, gating, roi, runtime, segment, zoo
+from . import container, decoder, enhance, gating, roi, runtime, segment, zoo
 from .container import Header, LayerKind, Limits
 from .decoder import DecodeResult
 from .defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
 from .entropy.alpha import encode_alpha
 from .entropy.compact import encode_compact
+from .entropy.enhance import encode_adjust
 from .entropy.gating import encode_modes
 from .entropy.residual import get_backend
 from .entropy.semantic_map import encode_map
@@ -151,13 +152,15 @@ class Codec:
         refine: RefineConfig | None = None,
         effort: int = DEFAULT_EFFORT,
         gating_config: gating.GatingConfig | None = None,
+        enhance: bool = True,
     ):
         """bf16=None autocasts the encoder networks to bf16 only where that is native and
         faster (runtime.bf16_decision). deterministic=False lets the encoder networks use
         torch's intra-op threads instead of the fixed split of work (runtime.run_parallel):
         files may then differ between thread counts. refine sets the encoder's latent
         refinement (see refine.py); the default is off. effort (1..9, default 5) is the
-        encoder's time/bytes trade-off (the AVIF residual's speed); decoding never depends on it."""
+        encoder's time/bytes trade-off (the AVIF residual's speed); decoding never depends on it.
+        enhance=False writes no ENHANCE layer (benchmarks: the files without enhancement)."""
         if effort not in EFFORTS:
             raise ValueError(f"effort must be 1..9, got {effort}")
         self.effort = int(effort)
@@ -174,6 +177,7 @@ class Codec:
         self.cpu_timings: dict[str, float] = {}  # CPU seconds (all threads) per stage, likewise
         self._decoder: decoder.Decoder | None = None
         self.gating = gating_config or gating.GatingConfig()
+        self.enhance = bool(enhance)
 
     def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
         """Tasks that report each finished piece to ``progress`` (tiled images only)."""
@@ -327,7 +331,7 @@ class Codec:
         rgb = pad_rgb(img.rgb)
         labels = self.semantic_map(rgb)
         clock("segment")
-        layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.num_classes)}
+        layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.map_symbols)}
         clock("map_coder")
         kept = img.metadata.keep(frozenset(metadata))
         if kept:
@@ -563,9 +567,33 @@ class Codec:
             compact_levels=self.bundle.levels,
         )
         data = container.pack(header, layers)
+        if self.enhance and self.bundle.enh_table is not None:
+            data, layers = self._enhanced(data, header, layers, img.rgb, int(quality))
+            clock("enhance")
         stats = EncodeStats({k.name.lower(): len(v) for k, v in layers.items()}, len(data))
         clock("pack")
         return data, stats
+
+    def _enhanced(
+        self,
+        data: bytes,
+        header: Header,
+        layers: dict[LayerKind, bytes],
+        original: np.ndarray,
+        quality: int,
+    ) -> tuple[bytes, dict[LayerKind, bytes]]:
+        """The file with an ENHANCE layer fitted to the original, where that lowers its cost."""
+        dec = self.decoder
+        result = dec.decode(data)
+        assert dec.enhancer is not None and result.pixels is not None
+        choice = enhance.choose(
+            dec.enhancer, original, result.pixels, result.semantic_map, quality, self.effort
+        )
+        layer = encode_adjust(choice.adjust)
+        if not enhance.pays(choice, len(data), len(layer), quality):
+            return data, layers
+        layers = {**layers, LayerKind.ENHANCE: layer}
+        return container.pack(header, layers), layers
 
     def _load(self, image) -> LoadedImage:
         """Accept a PIL image, an RGB array, a LoadedImage, a path or encoded bytes."""

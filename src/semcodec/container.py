@@ -37,8 +37,9 @@ __all__ = [
 
 MAGIC = b"\x89SEM\r\n\x1a\n"
 FORMAT_VERSION = 4  # the newest this module reads and writes
-# 2 adds the METADATA layer, 3 the GATING layer, 4 the ROI layer; a file is written with the
-# oldest version that holds its layers, so files without them stay readable by older releases
+# 2 adds the METADATA layer, 3 the GATING layer, 4 the ROI and ENHANCE layers; a file is written
+# with the oldest version that holds its layers, so files without them stay readable by older
+# releases
 SUPPORTED_VERSIONS = (1, 2, 3, 4)
 
 
@@ -78,7 +79,7 @@ FIXED_HEADER_SIZE = _FIXED.size  # 34
 _ENTRY = struct.Struct("<BII")  # kind, length, crc32
 _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")
-_MAX_LAYERS = {1: 4, 2: 5, 3: 6, 4: 7}
+_MAX_LAYERS = {1: 4, 2: 5, 3: 6, 4: 8}
 
 
 class LayerKind(IntEnum):
@@ -91,6 +92,7 @@ class LayerKind(IntEnum):
     METADATA = 5  # format version 2: ICC profile, EXIF, XMP (metadata.py)
     GATING = 6  # format version 3: each tile's prediction mode (gating.py)
     ROI = 7  # format version 4: the regions of interest the encoder favoured (roi.py)
+    ENHANCE = 8  # format version 4: where and how the enhancement network applies (enhance.py)
 
 
 _REQUIRED_LAYERS = (LayerKind.SEMANTIC_MAP,)  # COMPACT too, unless GATING says no tile uses it
@@ -177,7 +179,7 @@ class Header:
 
 def _version_for(kinds: list[int]) -> int:
     """The oldest format version that can hold these layers (old readers keep reading old files)."""
-    if LayerKind.ROI in kinds:
+    if LayerKind.ROI in kinds or LayerKind.ENHANCE in kinds:
         return 4
     if LayerKind.GATING in kinds:
         return 3
@@ -198,6 +200,8 @@ def _layer_set_problem(
             return f"layer kind {kind} (GATING) needs format version 3, file says {version}"
         if kind == LayerKind.ROI and version < 4:
             return f"layer kind {kind} (ROI) needs format version 4, file says {version}"
+        if kind == LayerKind.ENHANCE and version < 4:
+            return f"layer kind {kind} (ENHANCE) needs format version 4, file says {version}"
         if kind in seen:
             return f"duplicate layer kind {LayerKind(kind).name}"
         seen.add(kind)

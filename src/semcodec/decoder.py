@@ -21,12 +21,14 @@ from .container import Header, LayerKind, Limits
 from .entropy.alpha import decode_alpha
 from .entropy.compact import check_payload_size as check_compact_size
 from .entropy.compact import decode_compact
+from .entropy.enhance import decode_adjust
 from .entropy.gating import decode_modes
 from .entropy.residual import backend_by_code
 from .entropy.semantic_map import check_payload_size as check_map_size
 from .entropy.semantic_map import decode_map as _decode_map_payload
 from .errors import CorruptData, ModelError
 from .imageio import pil_pixel_limit
+from .intenhance import Adjust, apply
 from .maplayer import map_shape
 from .metadata import Metadata, decode_metadata
 from .parts import DecoderParts, find_parts
@@ -48,6 +50,9 @@ class DecodeResult:
     base: np.ndarray | None = None  # the prediction (H,W,3) before the residual, if asked for
     metadata: Metadata = field(default_factory=Metadata)  # ICC profile, EXIF, XMP of the input
     modes: np.ndarray | None = None  # gated files: each tile's prediction mode
+    adjust: Adjust | None = None  # files with an ENHANCE layer: what it says
+    enhanced: bool = False  # whether the enhancement network ran on this picture
+    pixels: np.ndarray | None = field(default=None, repr=False)  # RGB (H,W,3) before the mode
 
 
 def numpy_kernel(parts: DecoderParts) -> GeneratorKernel:
@@ -104,8 +109,11 @@ class Decoder:
         kernel: GeneratorKernel | None = None,
         limits: Limits | None = None,
         tiling: Tiling | None = None,
+        enhance: bool = True,
     ):
         self.parts = parts
+        self.enhance = enhance  # False: leave out the ENHANCE layer (benchmarks: its gain)
+        self.enhancer = parts.int_enhancer()
         self.kernel = kernel if kernel is not None else auto_kernel(parts)
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING
@@ -143,6 +151,17 @@ class Decoder:
             check_compact_size(compact, self.parts.compact_table, nsym, size)
         check_map_size(layers[LayerKind.SEMANTIC_MAP], mh, mw, size)
 
+    def adjustment(self, header: Header, layers: dict[LayerKind, bytes]) -> Adjust | None:
+        """The ENHANCE layer's content (parsed before any pixel work), or None."""
+        data = layers.get(LayerKind.ENHANCE)
+        if data is None:
+            return None
+        if self.enhancer is None:
+            raise CorruptData(
+                f"ENHANCE layer present, but release {self.parts.release} has no enhancement network"
+            )
+        return decode_adjust(data, self.enhancer.classes, header.height, header.width)
+
     def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> tuple | None:
         """(modes, tile blocks, radius, used blocks) of a gated file, else None."""
         data = layers.get(LayerKind.GATING)
@@ -165,6 +184,7 @@ class Decoder:
         self.check_model(header)
         gate = self.gating(header, layers)
         self.check_payloads(header, layers, None if gate is None else gate[3])
+        adjust = self.adjustment(header, layers)
         meta = Metadata()
         if LayerKind.METADATA in layers:
             meta = decode_metadata(layers[LayerKind.METADATA])
@@ -208,11 +228,20 @@ class Decoder:
             out = np.clip(res, 0, 255).astype(np.uint8)
             del res
             clock("residual")
+        ran = False
+        if adjust is not None and layer == "full" and self.enhance:
+            assert self.enhancer is not None
+            corr = self.enhancer.correction(out, labels, header.quality)
+            out = apply(out, corr, labels, adjust, self.enhancer.classes)
+            ran = True
+            clock("enhance")
         img = assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
         clock("assemble")
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
         modes = None if gate is None else gate[0]
-        return DecodeResult(img, header, labels, sizes, base if keep_base else None, meta, modes)
+        return DecodeResult(
+            img, header, labels, sizes, base if keep_base else None, meta, modes, adjust, ran, out
+        )
 
 
 def decoder_for(header: Header, limits: Limits | None = None) -> Decoder | None:

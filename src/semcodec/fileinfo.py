@@ -57,6 +57,7 @@ def file_info(data: bytes) -> dict[str, Any]:
         "classes": class_shares(labels),
         "prediction": gate,
         "roi": _roi_info(layers.get(container.LayerKind.ROI), labels, header),
+        "enhancement": _enhance_info(layers.get(container.LayerKind.ENHANCE), header),
     }
 
 
@@ -88,6 +89,13 @@ def format_info(name: str, d: dict[str, Any]) -> str:
         lines.append(
             f"  prediction {shares} of {p['tiles']} tiles of {p['tile_px']} px"
             + ("; no compact layer (no tile uses the base)" if not p["compact"] else "")
+        )
+    e = d.get("enhancement")
+    if e is not None:
+        gains = ", ".join(f"{k} {v:g}" for k, v in e["gains"].items() if v != 1.0) or "1 everywhere"
+        lines.append(
+            f"  enhance    {100 * e['tiles_on']:.0f} % of {e['tiles']} tiles of {e['tile_px']} px; "
+            f"gain {gains}" + ("; per-class offsets" if e["offsets"] else "")
         )
     r = d.get("roi")
     if r is not None:
@@ -144,4 +152,24 @@ def _gating_info(data: bytes | None, map_shape: tuple[int, int]) -> dict[str, An
         "blend_radius": head.radius,
         "shares": mode_shares(modes),
         "compact": bool((modes != NONE).any()),
+    }
+
+
+def _enhance_info(data: bytes | None, header: container.Header) -> dict[str, Any] | None:
+    """Where the enhancement network applies and with what per-class gains (None: nowhere)."""
+    if data is None:
+        return None
+    from .classes import MAP_NAMES, NUM_CLASSES
+    from .entropy.enhance import decode_adjust, tile_grid
+    from .intenhance import GAIN_ONE
+
+    adj = decode_adjust(data, NUM_CLASSES, header.height, header.width)
+    th, tw = tile_grid(header.height, header.width, adj.tile)
+    on = th * tw if adj.tiles is None else int(adj.tiles.sum())
+    return {
+        "tiles": th * tw,
+        "tile_px": adj.tile,
+        "tiles_on": on / max(1, th * tw),
+        "gains": {MAP_NAMES[i]: int(g) / GAIN_ONE for i, g in enumerate(adj.gains)},
+        "offsets": bool(adj.offsets.any()),
     }

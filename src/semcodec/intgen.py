@@ -147,7 +147,7 @@ class IntGenerator:
         qb = np.round(u / base_step(levels)).astype(np.float32)  # exact: a power of two
         # pixel_unshuffle to HWC: channel index c*s*s + dy*s + dx
         qb = qb.reshape(c, h, s, w, s).transpose(1, 3, 0, 2, 4).reshape(h, w, c * s * s)
-        lab = np.clip(labels.astype(np.int64), 0, classes - 1)
+        lab = np.clip(labels.astype(np.int64), 0, classes)  # unknown (= classes): no class
         rep = FACTOR // s
         lab = np.repeat(np.repeat(lab, rep, axis=0), rep, axis=1)[:h, :w]
         oh = (lab[:, :, None] == np.arange(classes)[None, None, :]).astype(np.float32)

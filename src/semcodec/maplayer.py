@@ -1,6 +1,7 @@
 """The map layer alone: class ids of a file from its header and map layer (A1 as data).
 
-Needs no model and no torch: every model's map codes the 11 CamVid classes (classes.py), and
+Needs no model and no torch: every model's map codes the 11 CamVid classes (classes.py), from
+the releases of 2026-12 with UNKNOWN (11) where the network was not sure, and
 only the header's and the map layer's checks run (container.unpack_layers), so a file whose
 other layers are damaged still gives its map.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import container
-from .classes import CLASSES, NUM_CLASSES
+from .classes import MAP_NAMES, MAP_SYMBOLS
 from .container import Header, LayerKind, Limits
 from .entropy.semantic_map import check_payload_size as check_map_size
 from .entropy.semantic_map import decode_map as _decode_map_payload
@@ -34,7 +35,7 @@ def read_map(data: bytes, limits: Limits | None = None) -> tuple[Header, np.ndar
     mh, mw = map_shape(header)
     payload = layers[LayerKind.SEMANTIC_MAP]
     check_map_size(payload, mh, mw, f"a {header.width}x{header.height} image")
-    return header, _decode_map_payload(payload, mh, mw, NUM_CLASSES)
+    return header, _decode_map_payload(payload, mh, mw, MAP_SYMBOLS)
 
 
 def full_size_map(labels: np.ndarray, header: Header) -> np.ndarray:
@@ -45,7 +46,7 @@ def full_size_map(labels: np.ndarray, header: Header) -> np.ndarray:
 
 
 def decode_map(data: bytes, size: str = "full") -> np.ndarray:
-    """The class ids (uint8, indices into CLASSES) of a .sem file, at image or stored size."""
+    """The class ids (uint8, indices into MAP_NAMES: CLASSES, then unknown) of a .sem file."""
     if size not in MAP_SIZES:
         raise ValueError(f"size must be one of {MAP_SIZES}, got {size!r}")
     header, labels = read_map(data)
@@ -54,7 +55,7 @@ def decode_map(data: bytes, size: str = "full") -> np.ndarray:
 
 def class_shares(labels: np.ndarray) -> dict[str, float]:
     """Share of the map's positions per class present, largest first."""
-    counts = np.bincount(labels.ravel(), minlength=NUM_CLASSES)[:NUM_CLASSES]
+    counts = np.bincount(labels.ravel(), minlength=MAP_SYMBOLS)[:MAP_SYMBOLS]
     total = max(1, int(counts.sum()))
     order = np.argsort(-counts, kind="stable")
-    return {CLASSES[i]: float(counts[i]) / total for i in order if counts[i]}
+    return {MAP_NAMES[i]: float(counts[i]) / total for i in order if counts[i]}

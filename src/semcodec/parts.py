@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import intgen
+from . import intenhance, intgen
 from .entropy.compact import validate_table
 from .errors import ModelError
 
@@ -37,6 +37,7 @@ class DecoderParts:
     num_classes: int
     compact_table: np.ndarray  # int32 counts (entropy/compact.py)
     generator: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intgen table
+    enhancer: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intenhance table
 
     @property
     def release(self) -> str:
@@ -48,6 +49,12 @@ class DecoderParts:
         if self.generator is None:
             raise ModelError(f"model {self.release} has no integer generator table")
         return intgen.IntGenerator(self.generator)
+
+    def int_enhancer(self) -> intenhance.IntEnhancer | None:
+        """The integer enhancement network, or None for a release without one."""
+        if self.enhancer is None:
+            return None
+        return intenhance.IntEnhancer(self.enhancer)
 
 
 def parts_dir() -> Path:
@@ -70,6 +77,7 @@ def save_parts(path: Path, parts: DecoderParts, packed_generator: dict[str, np.n
         "meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8),
         "compact_table": parts.compact_table.astype(np.int32),
         **{f"gen.{k}": np.asarray(v) for k, v in packed_generator.items()},
+        **{f"enh.{k}": np.asarray(v) for k, v in (parts.enhancer or {}).items()},
     }
     path = Path(path)
     with open(path, "wb") as f:
@@ -89,6 +97,9 @@ def load_parts(path: Path) -> DecoderParts:
         generator = intgen.unpack_table(packed) if packed else None
         if generator is not None:
             intgen.check_table(generator)
+        enhancer = {k[4:]: v for k, v in arrays.items() if k.startswith("enh.")} or None
+        if enhancer is not None:
+            intenhance.check_enh_table(enhancer)
         table = arrays["compact_table"]
         validate_table(table, int(meta["channels"]), int(meta["levels"]))
         return DecoderParts(
@@ -100,6 +111,7 @@ def load_parts(path: Path) -> DecoderParts:
             num_classes=int(meta["num_classes"]),
             compact_table=table,
             generator=generator,
+            enhancer=enhancer,
         )
     except (OSError, KeyError, ValueError, TypeError) as exc:
         raise ModelError(f"decoder parts {Path(path).name}: {exc}") from None

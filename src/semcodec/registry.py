@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from importlib import resources
 from pathlib import Path
 
@@ -28,6 +28,15 @@ class BundleSpec:
     generator: str = "default"
     weights: str | None = None  # file name inside the package's weights folder, '<name>-<sha8>.pt'
     seed: int = 0
+    enhance: str = ""  # the enhancement network's configuration ("": the bundle has none)
+
+    def to_json(self) -> str:
+        """The spec a weights file records; bundles without enhancement record what they did
+        before it existed, so their hashes stay."""
+        d = asdict(self)
+        if not d["enhance"]:
+            del d["enhance"]
+        return json.dumps(d)
 
     @classmethod
     def from_json(cls, text: str) -> BundleSpec:
@@ -45,6 +54,16 @@ REGISTRY: dict[str, BundleSpec] = {
     # Tiny random-initialised bundle: for tests and for checking the pipeline without weights.
     "tiny": BundleSpec(
         "tiny", seg="tiny", compnet="tiny", generator="tiny", weights=None, seed=1234
+    ),
+    # "tiny" with a random enhancement network: tests of the ENHANCE layer's paths
+    "tiny-enh": BundleSpec(
+        "tiny-enh",
+        seg="tiny",
+        compnet="tiny",
+        generator="tiny",
+        weights=None,
+        seed=1234,
+        enhance="tiny",
     ),
 }
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from . import runtime
+from .classes import UNKNOWN
 from .models.segmentation import Branch, SegNet
 from .tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, context_pixels, pad_rgb, paste
 
@@ -139,7 +140,17 @@ def label_map(
     """uint8 labels (ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image: what the encoder stores."""
     x, to_grid = _working_input(seg, rgb)
     scores = to_grid(class_scores(seg, x, bf16, tiling, run))
-    return scores[0].argmax(0).numpy().astype(np.uint8)
+    return labels_of(scores[0], seg.cfg.unknown_below).astype(np.uint8)
+
+
+def labels_of(scores: torch.Tensor, unknown_below: float) -> np.ndarray:
+    """Class ids of (C, h, w) scores: the argmax, UNKNOWN where its probability is below the
+    network's threshold (a map that says it is unsure instead of guessing)."""
+    labels = scores.argmax(0).numpy()
+    if unknown_below > 0:
+        top = torch.softmax(scores.float(), 0).amax(0).numpy()
+        labels = np.where(top < unknown_below, UNKNOWN, labels)
+    return labels
 
 
 def full_resolution_labels(seg: SegNet, rgb: np.ndarray, bf16: bool | None = None) -> np.ndarray:
@@ -150,4 +161,4 @@ def full_resolution_labels(seg: SegNet, rgb: np.ndarray, bf16: bool | None = Non
     scores = to_grid(class_scores(seg, x, bf16))
     grid = scores.shape[-2] * MULTIPLE, scores.shape[-1] * MULTIPLE
     scores = F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
-    return scores[0, :, :h, :w].argmax(0).numpy().astype(np.int64)
+    return labels_of(scores[0, :, :h, :w], seg.cfg.unknown_below).astype(np.int64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import threading
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from .entropy.context_model import ContextModel
 from .errors import ModelError
 from .models import fixed
 from .models.compnet import COMPNET_CONFIGS, CompNet
+from .models.enhance import EnhanceNet, build_enhance, to_integer
 from .models.fixed import FixedGenerator
 from .models.generator import GENERATOR_CONFIGS, Generator
 from .models.segmentation import SEG_CONFIGS, SegNet
@@ -51,6 +52,8 @@ class ModelBundle:
     hash: str
     info: dict
     fixed: FixedGenerator | None = None  # the decoder's integer-grid generator (models/fixed.py)
+    enhancer: EnhanceNet | None = None  # the enhancement network, float (training, reference)
+    enh_table: dict[str, np.ndarray] | None = None  # its integer table (intenhance.py)
 
     @property
     def name(self) -> str:
@@ -63,6 +66,11 @@ class ModelBundle:
     @property
     def num_classes(self) -> int:
         return self.comp.cfg.num_classes
+
+    @property
+    def map_symbols(self) -> int:
+        """The map's alphabet: the classes, and UNKNOWN where the network may say so."""
+        return self.num_classes + (1 if self.seg.cfg.unknown_below > 0 else 0)
 
 
 def _build(spec: BundleSpec) -> tuple[SegNet, CompNet, Generator, ContextModel]:
@@ -88,6 +96,8 @@ def serialize_bundle(
     info: dict | None = None,
     half: bool = True,
     fixed_state: dict[str, torch.Tensor] | None = None,
+    enhancer: EnhanceNet | None = None,
+    enh_table: dict[str, np.ndarray] | None = None,
 ) -> bytes:
     """The weights file: fp16 state dicts, the int32 compact table, the configurations and
     the integer generator table the decoder runs (where the generator has one)."""
@@ -100,7 +110,7 @@ def serialize_bundle(
 
     obj = {
         "format": FORMAT,
-        "spec": json.dumps(asdict(spec)),
+        "spec": spec.to_json(),
         "info": json.dumps(info or {}),
         "seg": pack(seg),
         "comp": pack(comp),
@@ -109,16 +119,32 @@ def serialize_bundle(
     }
     if fixed_state is not None:
         obj["gen_fixed"] = {k: v.contiguous() for k, v in fixed.pack_state(fixed_state).items()}
+    if enhancer is not None:
+        obj["enhance"] = pack(enhancer)
+    if enh_table is not None:
+        obj["enh_fixed"] = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in enh_table.items()}
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
 
 
 def save_bundle(
-    path: Path, spec: BundleSpec, seg, comp, gen, table, info=None, fixed_state=None
+    path: Path,
+    spec: BundleSpec,
+    seg,
+    comp,
+    gen,
+    table,
+    info=None,
+    fixed_state=None,
+    enhancer: EnhanceNet | None = None,
+    enh_table: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """Write a bundle as '<dir>/<name>-<sha8>.pt' and return the path."""
-    data = serialize_bundle(spec, seg, comp, gen, table, info, fixed_state=fixed_state)
+    data = serialize_bundle(
+        spec, seg, comp, gen, table, info, fixed_state=fixed_state, enhancer=enhancer,
+        enh_table=enh_table,
+    )
     path = Path(path)
     target = path / f"{spec.name}-{state_hash(data)[:8]}.pt" if path.is_dir() else path
     target.write_bytes(pack_weights(data))
@@ -148,8 +174,29 @@ def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
     if spec.weights and not spec.weights.removesuffix(".pt").endswith(h[:8]):
         raise ModelError(f"model weights {path.name} do not match their recorded hash {h[:8]}")
     gen_fixed = _load_fixed(obj.get("gen_fixed"), path.name)
+    enhancer, enh_table = _load_enhancer(spec, obj, path.name)
     info = json.loads(obj["info"])
-    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, info, gen_fixed)
+    return ModelBundle(
+        spec, seg.eval(), comp.eval(), gen.eval(), table, h, info, gen_fixed, enhancer, enh_table
+    )
+
+
+def _load_enhancer(
+    spec: BundleSpec, obj: dict, name: str
+) -> tuple[EnhanceNet | None, dict[str, np.ndarray] | None]:
+    """The bundle's enhancement network and its integer table (checked), if it has one."""
+    if not spec.enhance:
+        return None, None
+    from .intenhance import check_enh_table
+
+    try:
+        net = build_enhance(spec.enhance)
+        net.load_state_dict({k: v.float() for k, v in obj["enhance"].items()})
+        table = {k: v.numpy() for k, v in obj["enh_fixed"].items()}
+        check_enh_table(table)
+    except (KeyError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"model weights {name}: bad enhancement network ({exc})") from None
+    return net.eval(), table
 
 
 def _load_fixed(state: dict | None, name: str) -> FixedGenerator | None:
@@ -174,14 +221,37 @@ def fix_random(gen: Generator, levels: int, seed: int = 0) -> FixedGenerator | N
     return fixed.from_float(gen, levels, cal)
 
 
+def random_enhancer(name: str, seed: int) -> tuple[EnhanceNet, dict[str, np.ndarray]]:
+    """A seeded random enhancement network whose correction is not zero, and its table."""
+    g = torch.Generator().manual_seed(seed)
+    net = build_enhance(name)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+    cal = []
+    for _ in range(2):
+        decoded = torch.randint(0, 256, (1, 3, 32, 48), generator=g).float()
+        labels = torch.randint(0, net.cfg.classes + 1, (1, 4, 6), generator=g)
+        cal.append((decoded, labels, torch.tensor([50])))
+    return net.eval(), to_integer(net, cal)
+
+
 def _load_random(spec: BundleSpec) -> ModelBundle:
     """A seeded random-initialised bundle (tests); its hash covers the initial weights."""
     seg, comp, gen, ctx = _build(spec)
     table = ctx.integer_table()
     gen_fixed = fix_random(gen.eval(), comp.cfg.levels, spec.seed)
     state = gen_fixed.state if gen_fixed is not None else None
-    h = state_hash(serialize_bundle(spec, seg, comp, gen, table, half=False, fixed_state=state))
-    return ModelBundle(spec, seg.eval(), comp.eval(), gen.eval(), table, h, {}, gen_fixed)
+    enh, enh_table = random_enhancer(spec.enhance, spec.seed) if spec.enhance else (None, None)
+    h = state_hash(
+        serialize_bundle(
+            spec, seg, comp, gen, table, half=False, fixed_state=state, enhancer=enh,
+            enh_table=enh_table,
+        )
+    )
+    return ModelBundle(
+        spec, seg.eval(), comp.eval(), gen.eval(), table, h, {}, gen_fixed, enh, enh_table
+    )
 
 
 _CACHE: dict[str, ModelBundle] = {}
@@ -224,9 +294,10 @@ def decoder_parts(bundle: ModelBundle, released: str = "") -> DecoderParts:
         released=released,
         levels=bundle.levels,
         channels=bundle.comp.cfg.out_channels,
-        num_classes=bundle.num_classes,
+        num_classes=bundle.map_symbols,
         compact_table=bundle.compact_table,
         generator=gen,
+        enhancer=bundle.enh_table,
     )
 
 

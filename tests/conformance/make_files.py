@@ -34,9 +34,20 @@ CASES = {
     "rgb-q40-mixed": (192, 128, "RGB", 40, "avif"),
     "rgb-q40-masked": (192, 128, "RGB", 40, "avif"),
     "rgb-q50-nocompact": (96, 64, "RGB", 50, "avif"),
+    # format version 4: the ENHANCE layer (gains, offsets, tile mask), and a map with UNKNOWN
+    # positions (releases whose map alphabet has it), base layer and residual
+    "rgb-q40-enhance": (160, 96, "RGB", 40, "avif"),
+    "rgb-q30-enhance-native": (96, 80, "RGB", 30, "native"),
+    "rgb-unknown-base": (96, 64, "RGB", 0, "avif"),
+    "rgb-q20-unknown": (96, 64, "RGB", 20, "avif"),
     # format version 4: an ROI layer (the encoder favoured these classes; decoding ignores it)
     "rgb-q50-roi": (128, 96, "RGB", 50, "avif"),
 }
+#: cases only for releases with an enhancement network: the layer is set here (gains per
+#: class, offsets, a tile mask), whatever the encoder would choose
+ENHANCED = ("rgb-q40-enhance", "rgb-q30-enhance-native")
+#: cases only for releases whose map has UNKNOWN: a block of the map is set to it
+UNKNOWN_MAP = ("rgb-unknown-base", "rgb-q20-unknown")
 #: cases encoded with regions of interest (roi.parse_roi's form)
 ROI = {"rgb-q50-roi": "sky,building:2,road"}
 #: cases encoded with a fixed gating configuration (the others with the codec's default)
@@ -69,6 +80,34 @@ def forced_file(codec, picture: Image.Image, quality: int, modes, all_symbols: b
     header = Header(w, h, "RGB", codec.bundle.name, codec.bundle.hash, quality, backend.code,
                     8, codec.bundle.levels)  # fmt: skip
     return container.pack(header, layers)
+
+
+def enhanced_file(data: bytes, seed: int) -> bytes:
+    """The file with an ENHANCE layer of varied gains and offsets and a checkered tile mask."""
+    from semcodec import container
+    from semcodec.container import LayerKind
+    from semcodec.entropy.enhance import encode_adjust, tile_grid
+    from semcodec.intenhance import Adjust
+
+    header, layers = container.unpack(data)
+    rng = np.random.default_rng(seed)
+    th, tw = tile_grid(header.height, header.width, 32)
+    tiles = (np.add.outer(np.arange(th), np.arange(tw)) % 2 == 0)
+    adjust = Adjust(rng.integers(0, 16, 12), rng.integers(-20, 21, (12, 3)), tiles, 32)
+    layers[LayerKind.ENHANCE] = encode_adjust(adjust)
+    return container.pack(header, layers)
+
+
+def unknown_file(codec, picture: Image.Image, quality: int, residual: str) -> bytes:
+    """A file whose map says UNKNOWN in a block: the networks see no class there."""
+    from semcodec.classes import UNKNOWN
+    from semcodec.container import LayerKind
+    from semcodec.entropy.semantic_map import encode_map
+
+    an = codec.analyse(picture)
+    an.labels[1:5, 2:7] = UNKNOWN  # in place: CompNet's deferred run reads the same array
+    an.layers[LayerKind.SEMANTIC_MAP] = encode_map(an.labels, codec.bundle.map_symbols)
+    return codec.finish(an, quality, residual)[0]
 
 
 def synthetic(width: int, height: int, mode: str, seed: int) -> Image.Image:
@@ -135,6 +174,10 @@ def main(model: str = "default", add: bool = False) -> None:
     for i, (name, (w, h, mode, q, residual)) in enumerate(CASES.items()):
         if model != "default" and name not in OTHER_MODEL_CASES:
             continue
+        if name in ENHANCED and codec.bundle.enh_table is None:
+            continue
+        if name in UNKNOWN_MAP and codec.bundle.map_symbols <= codec.bundle.num_classes:
+            continue
         if f"{name}.sem" in record["files"]:
             continue
         enc = codec
@@ -143,6 +186,10 @@ def main(model: str = "default", add: bool = False) -> None:
         picture = structured(w, h, i) if name in STRUCTURED else synthetic(w, h, mode, i)
         if name in FORCED:
             data = forced_file(codec, picture, q, *FORCED[name])
+        elif name in UNKNOWN_MAP:
+            data = unknown_file(codec, picture, q, residual)
+        elif name in ENHANCED:
+            data = enhanced_file(enc.encode(picture, quality=q, residual=residual), i)
         elif name in ROI:
             from semcodec.roi import parse_roi
 

@@ -389,6 +389,31 @@ class SemcodecAdapter(CodecAdapter):
         result = codec.decode(data) if self.layer is None else codec.decode(data, layer=self.layer)
         return np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy()
 
+    def enhances(self) -> bool:
+        """Whether this adapter's files may carry an ENHANCE layer (full decode, a bundle with an
+        enhancement network): the benchmark then also scores them without it."""
+        return self.layer is None and self._get().bundle.enh_table is not None
+
+    def plain(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray, float] | None:
+        """The same file without its ENHANCE layer: its size, its picture, the map (at image
+        size) and the share of tiles the layer enhances; None for a file without the layer."""
+        from semcodec import container
+        from semcodec.container import LayerKind
+        from semcodec.decoder import Decoder
+        from semcodec.maplayer import decode_map
+
+        header, layers = container.unpack(data)
+        if LayerKind.ENHANCE not in layers or self.layer is not None:
+            return None
+        rest = {k: v for k, v in layers.items() if k != LayerKind.ENHANCE}
+        codec = self._get()
+        dec = Decoder(codec.decoder.parts, codec.kernel, codec.limits, codec.tiling, enhance=False)
+        out = np.asarray(dec.decode(data).image.convert("RGB"), dtype=np.uint8).copy()
+        from semcodec.fileinfo import _enhance_info
+
+        share = _enhance_info(layers[LayerKind.ENHANCE], header)["tiles_on"]
+        return len(container.pack(header, rest)), out, decode_map(data), share
+
     def layer_bytes(self, data: bytes) -> dict[str, int] | None:
         """Bytes per layer of a file this adapter made: the encoder's stats, else the container."""
         if self._last is not None and self._last[0] == data:

@@ -54,30 +54,97 @@ def eval_group() -> None:
 )
 @click.option("--split", default="test", show_default=True)
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle.")
+@click.option(
+    "--weights",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A training checkpoint or bundle file instead of --model.",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="First N images only.")
 @click.option("--bf16/--no-bf16", default=False, show_default=True)
+@click.option("--unknown-below", type=float, default=None, help="UNKNOWN threshold to use.")
+@click.option("--sweep", default="", help="Also score these UNKNOWN thresholds (comma-separated).")
+@click.option(
+    "--persons",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Clothing Co-Parsing folder: person IoU on its held-out photos.",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 @debug_option
 def eval_seg(
-    data: Path, split: str, model: str, limit: int | None, bf16: bool, as_json: bool
+    data: Path,
+    split: str,
+    model: str,
+    weights: Path | None,
+    limit: int | None,
+    bf16: bool,
+    unknown_below: float | None,
+    sweep: str,
+    persons: Path | None,
+    as_json: bool,
 ) -> None:
-    """Per-class IoU, mIoU, pixel accuracy and speed of a bundle's segmentation net on CamVid."""
-    from ..train.data import read_split
-    from ..train.seg import evaluate_seg
-    from ..zoo import load_bundle
+    """Per-class IoU and recall, mIoU, pixel accuracy, UNKNOWN share and speed on CamVid."""
+    from dataclasses import replace
 
-    bundle = load_bundle(model)
+    from ..train.data import read_split
+    from ..train.seg import evaluate_persons, evaluate_seg
+
+    net = _seg_net(model, weights)
+    if unknown_below is not None:
+        net.cfg = replace(net.cfg, unknown_below=unknown_below)
     images, labels = read_split(data, split)
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
-    result = evaluate_seg(bundle.seg, images, labels, bf16=bf16)
-    result = {"model": model, "split": split, **result}
+    ts = tuple(float(t) for t in sweep.split(",") if t.strip())
+    result = evaluate_seg(net, images, labels, bf16=bf16, thresholds=ts)
+    result = {"model": str(weights or model), "split": split, **result}
+    if persons is not None:
+        from ..train.persons import read_person_set
+
+        held = read_person_set(persons, "test")
+        result["persons"] = evaluate_persons(net, held.images, held.masks)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(f"model {model}, split {split}, {result['images']} images")
+    _print_seg(result)
+
+
+def _seg_net(model: str, weights: Path | None):
+    """The segmentation network of a bundle name, or of a checkpoint or bundle file."""
+    from ..zoo import load_bundle
+
+    if weights is None:
+        return load_bundle(model).seg
+    from ..models.segmentation import build_segnet
+    from ..train.common import seg_config_of, seg_source
+
+    net = build_segnet(seg_config_of(weights))
+    net.load_state_dict({k: v.float() for k, v in seg_source(weights)[0].items()})
+    return net
+
+
+def _print_seg(result: dict) -> None:
+    """The human-readable table of eval seg."""
+    click.echo(f"model {result['model']}, split {result['split']}, {result['images']} images")
     for cls, iou in result["per_class_iou"].items():
-        click.echo(f"  {cls:<12} IoU {100 * iou:6.2f}")
+        rec = result["per_class_recall"][cls]
+        click.echo(f"  {cls:<12} IoU {100 * iou:6.2f}  recall {100 * rec:6.2f}")
     click.echo(f"  {'mIoU':<12}     {100 * result['miou']:6.2f}")
     click.echo(f"  {'pixel acc':<12}     {100 * result['pixel_accuracy']:6.2f}")
+    click.echo(
+        f"  {'unknown':<12}     {100 * result['unknown_share']:6.2f} % "
+        f"(below {result['unknown_below']:g})"
+    )
+    for t, r in result.get("sweep", {}).items():
+        click.echo(
+            f"  unknown below {t}: mIoU {100 * r['miou']:6.2f}, "
+            f"unknown {100 * r['unknown_share']:5.2f} %"
+        )
+    if "persons" in result:
+        p = result["persons"]
+        click.echo(
+            f"  persons      IoU {100 * p['person_iou']:6.2f}, "
+            f"unknown {100 * p['unknown_share']:5.2f} %"
+        )
     click.echo(f"  {'speed':<12}     {result['images_per_s']:6.2f} images/s")

@@ -18,6 +18,9 @@ from .groups import LazyGroup
         "fix-generator": ("semcodec.train.fix_generator", "fix_generator_command"),
         "balance-colour": ("semcodec.train.balance_colour", "balance_colour_command"),
         "calibrate-gating": ("semcodec.train.calibrate_gating", "calibrate_gating_command"),
+        "enhance-data": ("semcodec.train.enhance", "enhance_data_command"),
+        "enhance": ("semcodec.train.enhance", "enhance_command"),
+        "attach": ("semcodec.train.attach", "attach_command"),
     },
 )
 def train_group() -> None:

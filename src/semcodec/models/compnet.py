@@ -78,8 +78,10 @@ def make_norm(kind: str, channels: int) -> nn.Module:
 def one_hot_map(
     labels: torch.Tensor, num_classes: int, size: tuple[int, int] | None = None
 ) -> torch.Tensor:
-    """(B,h,w) integer labels → (B,C,H,W) one-hot, nearest-upsampled to `size`."""
-    oh = F.one_hot(labels.long().clamp(0, num_classes - 1), num_classes).permute(0, 3, 1, 2).float()
+    """(B,h,w) integer labels → (B,C,H,W) one-hot, nearest-upsampled to `size`; an unknown
+    label (num_classes and above, the map's UNKNOWN) is all zeros."""
+    oh = F.one_hot(labels.long().clamp(0, num_classes), num_classes + 1)[..., :num_classes]
+    oh = oh.permute(0, 3, 1, 2).float()
     if size is not None and tuple(oh.shape[-2:]) != tuple(size):
         oh = F.interpolate(oh, size=size, mode="nearest")
     return oh

@@ -169,7 +169,8 @@ class FixedGenerator:
             u = integer_base(symbols, levels)
             h, w = u.shape[-2] // s, u.shape[-1] // s
             qb = torch.round(u.double() / base_step(levels)).float()  # exact: a power of two
-            oh = F.one_hot(labels.long().clamp(0, classes - 1), classes).permute(0, 3, 1, 2)
+            oh = F.one_hot(labels.long().clamp(0, classes), classes + 1)[..., :classes]
+            oh = oh.permute(0, 3, 1, 2)  # an unknown label (= classes) is all zeros
             # the map is constant on 8x8 blocks: its s*s unshuffled copies are one channel at 1/s
             oh = F.interpolate(oh.float(), size=(h, w), mode="nearest")
             x = torch.cat([F.pixel_unshuffle(qb, s), oh], 1)

@@ -32,6 +32,8 @@ class SegConfig:
     # long side (pixels) of the scale the network was trained at; larger images are segmented
     # downscaled toward it (by at most segment.MAX_DOWNSCALE); 0: always at the input's size
     work_side: int = 0
+    # a map position whose largest class probability is below this is UNKNOWN (0: never)
+    unknown_below: float = 0.0
 
 
 SEG_CONFIGS: dict[str, SegConfig] = {

@@ -22,7 +22,6 @@ from ..models.segmentation import (
     load_backbone_weights,
     load_imagenet_weights,
 )
-from ..segment import full_resolution_labels
 from .common import (
     Progress,
     autocast,
@@ -33,6 +32,7 @@ from .common import (
     setup_distributed,
 )
 from .data import SegAugment, class_weights, read_split, synthetic_segmentation
+from .persons import NOT_PERSON, PERSON, PersonAugment, read_person_set
 
 
 @dataclass
@@ -53,13 +53,32 @@ class SegTrainConfig:
     backbone_lr: float = 1.0  # multiplier of lr for pretrained backbone parameters
     imagenet: bool = True  # lite0 configurations: start from the ImageNet EfficientNet-Lite0
     splits: str = "train+val"  # CamVid splits trained on ("train" keeps val for choices)
+    init: str = ""  # start a new run from these weights (a bundle or a checkpoint)
+    person_data: str = ""  # Clothing Co-Parsing folder (train.persons); "" trains on CamVid only
+    person_share: float = 0.125  # share of each batch drawn from the person photos
+    person_scale: tuple[float, float] = (0.35, 3.0)  # relative to the photo fitting the crop
+    scale: tuple[float, float] = (0.6, 1.4)  # CamVid frames' random scale (B1)
 
 
 def seg_loss(
     logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None
 ) -> torch.Tensor:
-    """B11 L1: pixel-wise cross-entropy over the labelled pixels (void ignored)."""
-    return F.cross_entropy(logits.float(), target, weight=weight, ignore_index=VOID)
+    """B11 L1: pixel-wise cross-entropy over the labelled pixels (void ignored).
+
+    NOT_PERSON pixels (person photos outside the mask) add -log(1 - p(pedestrian)): they say
+    what a pixel is not, never what it is.
+    """
+    logits = logits.float()
+    not_person = target == NOT_PERSON
+    if not bool(not_person.any()):
+        return F.cross_entropy(logits, target, weight=weight, ignore_index=VOID)
+    labelled = target.masked_fill(not_person, VOID)
+    n_ce = int((labelled != VOID).sum())
+    ce = F.cross_entropy(logits, labelled, weight=weight, ignore_index=VOID) if n_ce else 0.0
+    others = torch.cat([logits[:, :PERSON], logits[:, PERSON + 1 :]], 1)
+    neg = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)  # -log(1 - p_person)
+    n_neg = int(not_person.sum())
+    return (ce * n_ce + neg[not_person].sum()) / (n_ce + n_neg)
 
 
 def state_path_missing(out: Path, resume: bool) -> bool:
@@ -91,6 +110,23 @@ def train_step(net, opt, x, y, weight, device, bf16: bool) -> float:
     return float(loss.detach())
 
 
+def draw_batch(
+    aug: SegAugment,
+    images: np.ndarray,
+    labels: np.ndarray,
+    cfg: SegTrainConfig,
+    person_aug: PersonAugment,
+    persons,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of CamVid crops, the last person_share of it person photos when given."""
+    n_person = 0 if persons is None else max(1, round(cfg.batch * cfg.person_share))
+    x, y = aug(images, labels, cfg.batch - n_person)
+    if n_person == 0:
+        return x, y
+    extra = [person_aug.sample(persons) for _ in range(n_person)]
+    return torch.cat([x] + [e[0] for e in extra]), torch.cat([y] + [e[1] for e in extra])
+
+
 def train_seg(
     cfg: SegTrainConfig,
     data: Path | None,
@@ -120,7 +156,12 @@ def train_seg(
         load_backbone_weights(
             net, torch.load(backbone_weights, map_location="cpu", weights_only=True)
         )
-    if cfg.imagenet and net.cfg.backbone == "lite0" and state_path_missing(out, resume):
+    fresh = state_path_missing(out, resume)
+    if cfg.init and fresh:
+        from .common import seg_source
+
+        net.load_state_dict({k: v.float() for k, v in seg_source(Path(cfg.init))[0].items()})
+    elif cfg.imagenet and net.cfg.backbone == "lite0" and fresh:
         from ..models.efficientnet import load_pretrained_state
 
         load_imagenet_weights(net, load_pretrained_state())
@@ -133,7 +174,9 @@ def train_seg(
         opt.load_state_dict(state["optim"])
         step = int(state["step"])
     model = DDP(net) if world > 1 else net
-    aug = SegAugment(cfg.crop, seed=cfg.seed * 1000 + rank + step)
+    aug = SegAugment(cfg.crop, scale=cfg.scale, seed=cfg.seed * 1000 + rank + step)
+    persons = read_person_set(Path(cfg.person_data)) if cfg.person_data else None
+    person_aug = PersonAugment(cfg.crop, cfg.person_scale, seed=cfg.seed * 1000 + rank + step + 7)
     prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
     last_save, seen, hours = time.time(), 0, float(state.get("hours", 0.0)) if state else 0.0
     t_start = time.time()
@@ -142,7 +185,7 @@ def train_seg(
         lr = poly_lr(cfg.lr, step, cfg.iters)
         for g in opt.param_groups:
             g["lr"] = lr * g.get("lr_scale", 1.0)
-        x, y = aug(images, labels, cfg.batch)
+        x, y = draw_batch(aug, images, labels, cfg, person_aug, persons)
         loss = train_step(model, opt, x, y, weight, device, cfg.bf16)
         step += 1
         seen += cfg.batch * world
@@ -168,28 +211,90 @@ def train_seg(
 
 
 @torch.no_grad()
-def evaluate_seg(net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool = False) -> dict:
-    """Per-class IoU, mIoU over the 11 classes (void ignored), pixel accuracy, images/s."""
-    net.eval()
-    conf = np.zeros((NUM_CLASSES, NUM_CLASSES), np.int64)
-    t0 = time.time()
-    for img, lab in zip(images, labels, strict=True):
-        pred = full_resolution_labels(net, img, bf16)
-        valid = lab != VOID
-        conf += np.bincount(
-            NUM_CLASSES * lab[valid].astype(np.int64) + pred[valid], minlength=NUM_CLASSES**2
-        ).reshape(NUM_CLASSES, NUM_CLASSES)
-    dt = time.time() - t0
-    inter = np.diag(conf).astype(np.float64)
-    union = conf.sum(0) + conf.sum(1) - inter
+def image_scores(net: SegNet, img: np.ndarray, bf16: bool = False) -> torch.Tensor:
+    """(C, H, W) class scores of one image at its full size, as the encoder's map sees them."""
+    from ..segment import _working_input, class_scores
+
+    h, w = img.shape[:2]
+    x, to_grid = _working_input(net, img)
+    scores = to_grid(class_scores(net, x, bf16))
+    grid = scores.shape[-2] * 8, scores.shape[-1] * 8
+    scores = F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
+    return scores[0, :, :h, :w]
+
+
+def confusion_from(scores: torch.Tensor, lab: np.ndarray, unknown_below: float) -> np.ndarray:
+    """(classes, classes + 1) counts: true class by predicted class or UNKNOWN (last column)."""
+    from ..segment import labels_of
+
+    pred = labels_of(scores, unknown_below).astype(np.int64)
+    valid = lab != VOID
+    n = NUM_CLASSES + 1
+    return np.bincount(n * lab[valid].astype(np.int64) + pred[valid], minlength=NUM_CLASSES * n)[
+        : NUM_CLASSES * n
+    ].reshape(NUM_CLASSES, n)
+
+
+def scores_of_conf(conf: np.ndarray) -> dict:
+    """Per-class IoU and recall, mIoU, pixel accuracy and the UNKNOWN share of a confusion;
+    an UNKNOWN pixel is a miss of its true class."""
+    inter = np.diag(conf[:, :NUM_CLASSES]).astype(np.float64)
+    union = conf.sum(1) + conf[:, :NUM_CLASSES].sum(0) - inter
     iou = inter / np.maximum(union, 1)
+    recall = inter / np.maximum(conf.sum(1), 1)
     return {
         "per_class_iou": {n: float(v) for n, v in zip(CLASS_NAMES, iou, strict=True)},
+        "per_class_recall": {n: float(v) for n, v in zip(CLASS_NAMES, recall, strict=True)},
         "miou": float(iou.mean()),
         "pixel_accuracy": float(inter.sum() / max(1, conf.sum())),
-        "images_per_s": len(images) / dt,
-        "images": len(images),
+        "unknown_share": float(conf[:, NUM_CLASSES].sum() / max(1, conf.sum())),
+        "confusion": conf.tolist(),
     }
+
+
+@torch.no_grad()
+def evaluate_seg(
+    net: SegNet,
+    images: np.ndarray,
+    labels: np.ndarray,
+    bf16: bool = False,
+    thresholds: tuple[float, ...] | None = None,
+) -> dict:
+    """CamVid scores at the network's UNKNOWN threshold (and at each of ``thresholds``)."""
+    net.eval()
+    ts = (net.cfg.unknown_below,) + tuple(thresholds or ())
+    confs = [np.zeros((NUM_CLASSES, NUM_CLASSES + 1), np.int64) for _ in ts]
+    t0 = time.time()
+    for img, lab in zip(images, labels, strict=True):
+        scores = image_scores(net, img, bf16)
+        for conf, t in zip(confs, ts, strict=True):
+            conf += confusion_from(scores, lab, t)
+    dt = time.time() - t0
+    out = {**scores_of_conf(confs[0]), "images_per_s": len(images) / dt, "images": len(images)}
+    out["unknown_below"] = ts[0]
+    if thresholds:
+        out["sweep"] = {
+            f"{t:g}": {k: v for k, v in scores_of_conf(c).items() if k != "confusion"}
+            for t, c in zip(ts[1:], confs[1:], strict=True)
+        }
+    return out
+
+
+@torch.no_grad()
+def evaluate_persons(net: SegNet, images: list[np.ndarray], masks: list[np.ndarray]) -> dict:
+    """Person IoU (pedestrian against the union of clothing, skin and hair) and UNKNOWN share."""
+    net.eval()
+    inter = union = unknown = total = 0
+    for img, mask in zip(images, masks, strict=True):
+        from ..segment import labels_of
+
+        pred = labels_of(image_scores(net, img), net.cfg.unknown_below)
+        hit = pred == PERSON
+        inter += int((hit & mask).sum())
+        union += int((hit | mask).sum())
+        unknown += int((pred == VOID).sum())
+        total += pred.size
+    return {"person_iou": inter / max(1, union), "unknown_share": unknown / max(1, total)}
 
 
 def export_seg_weights(ckpt: Path, dest: Path) -> None:
@@ -233,6 +338,20 @@ def export_seg_weights(ckpt: Path, dest: Path) -> None:
     help="lite0 configurations: start from the pinned ImageNet EfficientNet-Lite0",
 )
 @click.option("--splits", default="train+val", show_default=True, help="CamVid splits, '+'-joined")
+@click.option(
+    "--init",
+    type=click.Path(path_type=Path, exists=True),
+    default=None,
+    help="start a new run from these weights (a bundle or a training checkpoint)",
+)
+@click.option(
+    "--person-data",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="Clothing Co-Parsing folder: people at close range (train.persons)",
+)
+@click.option("--person-share", default=0.125, show_default=True, help="share of each batch")
+@click.option("--scale", default="0.6-1.4", show_default=True, help="CamVid random scale range")
 def seg_command(
     data,
     out,
@@ -250,9 +369,14 @@ def seg_command(
     backbone_lr,
     imagenet,
     splits,
+    init,
+    person_data,
+    person_share,
+    scale,
 ):
     """Train the segmentation network (design B) on CamVid."""
     ch, cw = (int(v) for v in crop.lower().split("x"))
+    lo, hi = (float(v) for v in scale.split("-"))
     cfg = SegTrainConfig(
         model=model,
         iters=iters,
@@ -264,6 +388,10 @@ def seg_command(
         backbone_lr=backbone_lr,
         imagenet=imagenet,
         splits=splits,
+        init=str(init or ""),
+        person_data=str(person_data or ""),
+        person_share=person_share,
+        scale=(lo, hi),
     )
     out.mkdir(parents=True, exist_ok=True)
     train_seg(

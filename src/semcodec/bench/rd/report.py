@@ -121,6 +121,7 @@ def format_table(result: Mapping[str, Any]) -> str:
     for pv in (result.get("prediction") or {}).values():
         lines += prediction_lines(pv)
     lines += tile_lines(result.get("tile_modes"))
+    lines += enhancement_lines(result.get("enhancement"))
     return "\n".join(lines)
 
 
@@ -139,6 +140,45 @@ def tile_lines(tm: Mapping[str, Any] | None, markdown: bool = False) -> list[str
             else:
                 out.append(
                     f"  {codec:<18}{setting:>6}  generator {g:5.1f}  base {b:5.1f}  none {n:5.1f}"
+                )
+    return out
+
+
+def enhancement_lines(enh: Mapping[str, Any] | None, markdown: bool = False) -> list[str]:
+    """The ENHANCE layer's gain: BD-rate against the same files without it, per quality."""
+    if not enh:
+        return []
+    out: list[str] = []
+    for codec, e in enh.items():
+        bd = e.get("bd") or {}
+        cells = []
+        for metric, label in (
+            ("psnr", "PSNR"),
+            ("msssim_db", "MS-SSIM dB"),
+            ("ssimulacra2", "SSIMULACRA 2"),
+        ):
+            if metric in bd:
+                cells.append(f"{label} {fmt(bd[metric]['pchip']['bd_rate'], '+.2f')} %")
+        out += [
+            "",
+            f"Enhancement: {codec} against the same files without the ENHANCE layer "
+            f"(BD-rate, pchip): " + (", ".join(cells) or "—"),
+        ]
+        if markdown:
+            out += [
+                "",
+                "| quality | files with the layer | layer bytes | PSNR gain dB | largest class gains dB |",
+                "|---:|---:|---:|---:|---|",
+            ]
+        for q, r in e["per_quality"].items():
+            top = sorted(r["class_psnr_gain"].items(), key=lambda kv: -kv[1])[:3]
+            classes = ", ".join(f"{k} {v:+.2f}" for k, v in top) or "—"
+            share, nbytes, gain = 100 * r["files_with_layer"], r["layer_bytes"], r["psnr_gain"]
+            if markdown:
+                out.append(f"| {q} | {share:.0f} % | {nbytes:.0f} | {gain:+.3f} | {classes} |")
+            else:
+                out.append(
+                    f"  q {q:>6}  layer in {share:5.1f} % of files, {nbytes:5.1f} bytes, PSNR {gain:+.3f} dB; {classes}"
                 )
     return out
 
@@ -253,6 +293,7 @@ def format_markdown(result: Mapping[str, Any], *, per_setting: bool = True) -> s
     for pv in (result.get("prediction") or {}).values():
         lines += prediction_lines(pv, markdown=True)
     lines += tile_lines(result.get("tile_modes"), markdown=True)
+    lines += enhancement_lines(result.get("enhancement"), markdown=True)
     return "\n".join(lines) + "\n"
 
 

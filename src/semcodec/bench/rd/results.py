@@ -468,3 +468,53 @@ def compare(
     if only:
         print(f"not in both runs: {', '.join(only)}", file=s)
     return out
+
+
+def enhancement_gain(
+    records: Sequence[Mapping[str, Any]],
+    agg: Mapping[str, Sequence[Mapping[str, Any]]],
+    min_points: int = 4,
+) -> dict[str, Any]:
+    """What the ENHANCE layer did: BD-rates of each codec against its own files decoded
+    without it, and per quality the share of files that carry it, its bytes, and the PSNR
+    gain overall and per class (summed squared errors over the images)."""
+    out: dict[str, Any] = {}
+    for codec in sorted({r["codec"] for r in records if "plain" in r}):
+        plain = f"{codec}-plain"
+        if codec not in agg or plain not in agg:
+            continue
+        rows = [r for r in records if r["codec"] == codec and not r.get("error")]
+        per_q: dict[str, Any] = {}
+        for key in sorted({setting_key(r["setting"]) for r in rows}, key=str):
+            rs = [r for r in rows if setting_key(r["setting"]) == key]
+            with_layer = [r for r in rs if r.get("plain")]
+            classes: dict[str, list[float]] = {}
+            for r in with_layer:
+                for name, (sse_plain, sse_enh, n) in r["plain"]["class_sse"].items():
+                    acc = classes.setdefault(name, [0.0, 0.0, 0.0])
+                    acc[0] += sse_plain
+                    acc[1] += sse_enh
+                    acc[2] += n
+            per_q[str(key)] = {
+                "files_with_layer": len(with_layer) / max(1, len(rs)),
+                "tiles_enhanced": float(
+                    np.mean([r["plain"]["tiles_on"] if r.get("plain") else 0.0 for r in rs])
+                ),
+                "layer_bytes": float(
+                    np.mean([r["bytes"] - r["plain"]["bytes"] for r in with_layer])
+                )
+                if with_layer
+                else 0.0,
+                "psnr_gain": float(np.mean([r["psnr"] - (r["plain"] or r)["psnr"] for r in rs])),
+                "class_psnr_gain": {
+                    name: float(10 * np.log10(max(a[0], 1e-9) / max(a[1], 1e-9)))
+                    for name, a in classes.items()
+                },
+            }
+        out[codec] = {
+            "bd": bd_against({plain: agg[plain], codec: agg[codec]}, plain, min_points)["codecs"][
+                codec
+            ],
+            "per_quality": per_q,
+        }
+    return out

@@ -21,6 +21,7 @@ from semcodec.bench.rd.results import (
     aggregate,
     bd_against,
     bpp,
+    enhancement_gain,
     jsonable,
     predictions,
     tile_modes,
@@ -132,9 +133,66 @@ def measure_record(
         rec.update(psnr=psnr(rgb, out), msssim=m.value, msssim_db=m.db, msssim_scales=m.scales)
         rec["mean_shift"] = colour_shift(rgb, out)
         rec.update(quality.score(rgb, out, extras))
+        if getattr(adapter, "enhances", lambda: False)():
+            rec["plain"] = plain_scores(adapter.plain(data), rgb, out, extras)
     except Exception as e:  # noqa: BLE001 - one failing file must not lose a long run
         rec["error"] = f"{type(e).__name__}: {e}"
     return rec
+
+
+def plain_scores(
+    plain: tuple[int, np.ndarray, np.ndarray, float] | None,
+    rgb: np.ndarray,
+    out: np.ndarray,
+    extras: Sequence[str],
+) -> dict[str, Any] | None:
+    """The scores of a file decoded without its enhancement, and the squared error per class
+    with and without it (None: the file has no ENHANCE layer, so both are the same)."""
+    if plain is None:
+        return None
+    size, picture, labels, tiles_on = plain
+    h, w = rgb.shape[:2]
+    m = ms_ssim(rgb, picture)
+    from semcodec.classes import MAP_NAMES
+
+    err_plain = ((picture.astype(np.float64) - rgb) ** 2).sum(2)
+    err_enh = ((out.astype(np.float64) - rgb) ** 2).sum(2)
+    per_class = {
+        MAP_NAMES[k]: [float(err_plain[labels == k].sum()), float(err_enh[labels == k].sum()),
+                       int((labels == k).sum())]
+        for k in np.unique(labels)
+    }  # fmt: skip
+    return {
+        "bytes": size,
+        "bpp": bpp(size, w, h),
+        "psnr": psnr(rgb, picture),
+        "msssim": m.value,
+        "msssim_db": m.db,
+        **quality.score(rgb, picture, extras),
+        "class_sse": per_class,
+        "tiles_on": tiles_on,
+    }
+
+
+def plain_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A '<codec>-plain' record per record that has enhancement scores: the same file without
+    its ENHANCE layer (where it has none, the file itself)."""
+    out = []
+    for rec in records:
+        if "plain" not in rec or rec.get("error"):
+            continue
+        p = rec["plain"]
+        fields = {
+            k: v for k, v in (p or rec).items() if k not in ("class_sse", "plain", "tiles_on")
+        }
+        out.append(
+            {
+                **{k: v for k, v in rec.items() if k != "plain"},
+                **fields,
+                "codec": f"{rec['codec']}-plain",
+            }
+        )
+    return out
 
 
 def _warm_up(adapters: Mapping[str, tuple[CodecAdapter, Sequence[Setting]]]) -> None:
@@ -243,7 +301,12 @@ def run_benchmark(
         bar.close()
 
     sizes = {i["name"]: (i["width"], i["height"]) for i in image_info}
-    agg = aggregate(records, {c: s for c, (_, s) in adapters.items()}, sizes)
+    plain = plain_records(records)
+    records.extend(plain)
+    settings = {c: s for c, (_, s) in adapters.items()}
+    for c in {r["codec"] for r in plain}:
+        settings[c] = settings[c.removesuffix("-plain")]
+    agg = aggregate(records, settings, sizes)
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "created": utc_now(),
@@ -267,5 +330,6 @@ def run_benchmark(
         "bd": bd_against(agg, anchor, min_points=min_points),
         "tile_modes": tile_modes(records),
         "prediction": predictions(records, sizes, anchor),
+        "enhancement": enhancement_gain(records, agg, min_points),
     }
     return jsonable(result)

@@ -1,0 +1,172 @@
+"""The map-conditioned enhancement network: a small post-filter after the residual (float form).
+
+The decoded picture (AVIF or native residual on top of the prediction) goes through a few 3x3
+convolutions at half resolution (2x2 space-to-depth); the semantic map and the residual's
+quality enter as a per-class, quality-scaled bias of the first layer, and the output is a
+correction added to the decoded pixels. Training uses this float form; files are decoded by
+its integer twin (``intenhance.py``), which gives the same pixels on every CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..classes import NUM_CLASSES
+
+CENTRE = 128  # pixels enter as (v - 128) / IN_SCALE
+IN_SCALE = 128.0
+OUT_SCALE = 8.0  # the last conv's output unit in pixel levels (keeps its weights in range)
+
+
+@dataclass(frozen=True)
+class EnhanceConfig:
+    """Sizes of the enhancement network."""
+
+    width: int = 32
+    layers: int = 2  # 3x3 convolutions between the first and the last
+    s2d: int = 4  # space-to-depth factor of the input
+    classes: int = NUM_CLASSES  # the map's classes; an unknown pixel gets no class bias
+
+
+ENHANCE_CONFIGS: dict[str, EnhanceConfig] = {
+    "small": EnhanceConfig(),  # 2.9 kMAC per pixel
+    "small-s2": EnhanceConfig(width=16, layers=2, s2d=2),  # 2.0 kMAC per pixel
+    "tiny": EnhanceConfig(width=8, layers=1, s2d=2),
+}
+
+
+class EnhanceNet(nn.Module):
+    """Decoded picture + map + quality → corrected picture (float, for training)."""
+
+    def __init__(self, cfg: EnhanceConfig | None = None):
+        super().__init__()
+        self.cfg = cfg = cfg or EnhanceConfig()
+        cin = 3 * cfg.s2d**2
+        self.first = nn.Conv2d(cin, cfg.width, 3, padding=1)
+        self.class_bias = nn.Parameter(torch.zeros(cfg.classes + 1, cfg.width))  # last: unknown
+        self.quality_bias = nn.Parameter(torch.zeros(cfg.width))
+        self.class_quality = nn.Parameter(torch.zeros(cfg.classes + 1, cfg.width))
+        self.body = nn.ModuleList(
+            nn.Conv2d(cfg.width, cfg.width, 3, padding=1) for _ in range(cfg.layers)
+        )
+        self.last = nn.Conv2d(cfg.width, cin, 3, padding=1)
+        nn.init.zeros_(self.last.weight)
+        nn.init.zeros_(self.last.bias)
+
+    def config_dict(self) -> dict:
+        """The configuration a bundle records."""
+        return asdict(self.cfg)
+
+    def label_index(self, labels: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        """(B,h,w) labels at 1/8 → class indices (B,H/s,W/s); unknown and void → the last row."""
+        idx = labels.long().clamp(0, self.cfg.classes)
+        idx = F.interpolate(idx[:, None].float(), size=size, mode="nearest")[:, 0].long()
+        return idx
+
+    def correction(
+        self, decoded: torch.Tensor, labels: torch.Tensor, quality: torch.Tensor
+    ) -> torch.Tensor:
+        """The correction in pixel levels (B,3,H,W) of decoded uint8-valued pixels (float)."""
+        s = self.cfg.s2d
+        x = F.pixel_unshuffle((decoded - CENTRE) / IN_SCALE, s)
+        h = self.first(x)
+        idx = self.label_index(labels, h.shape[-2:])
+        q = (quality.float() / 100.0).view(-1, 1, 1, 1)
+        cb = self.class_bias[idx].permute(0, 3, 1, 2) + q * (
+            self.quality_bias.view(1, -1, 1, 1) + self.class_quality[idx].permute(0, 3, 1, 2)
+        )
+        h = F.relu(h + cb)
+        for conv in self.body:
+            h = F.relu(conv(h))
+        return F.pixel_shuffle(self.last(h), s) * OUT_SCALE
+
+    def forward(
+        self, decoded: torch.Tensor, labels: torch.Tensor, quality: torch.Tensor
+    ) -> torch.Tensor:
+        """decoded (B,3,H,W) in 0..255, H and W multiples of 8; returns the enhanced picture."""
+        return decoded + self.correction(decoded, labels, quality)
+
+
+def build_enhance(name: str = "small") -> EnhanceNet:
+    """Construct a registered enhancement configuration."""
+    return EnhanceNet(ENHANCE_CONFIGS[name])
+
+
+# ----- the integer form (intenhance.py): conversion from the trained float network ------------
+def _grid(value: float, units: int) -> int:
+    """Smallest power-of-two exponent e with value <= units * 2**e."""
+    return math.ceil(math.log2(max(value, 1e-12) / units))
+
+
+@torch.no_grad()
+def activation_maxima(
+    net: EnhanceNet, calibration: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+) -> list[float]:
+    """The largest ReLU output of each hidden layer over calibration (decoded, labels, quality)."""
+    net.eval()
+    s = net.cfg.s2d
+    top = [0.0] * (net.cfg.layers + 1)
+    for decoded, labels, quality in calibration:
+        x = F.pixel_unshuffle((decoded - CENTRE) / IN_SCALE, s)
+        h = net.first(x)
+        idx = net.label_index(labels, h.shape[-2:])
+        q = (quality.float() / 100.0).view(-1, 1, 1, 1)
+        cb = net.class_bias[idx].permute(0, 3, 1, 2) + q * (
+            net.quality_bias.view(1, -1, 1, 1) + net.class_quality[idx].permute(0, 3, 1, 2)
+        )
+        h = F.relu(h + cb)
+        top[0] = max(top[0], float(h.max()))
+        for i, conv in enumerate(net.body, 1):
+            h = F.relu(conv(h))
+            top[i] = max(top[i], float(h.max()))
+    return top
+
+
+def to_integer(
+    net: EnhanceNet,
+    calibration: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    act_max: int = 511,
+) -> dict[str, np.ndarray]:
+    """The integer table (intenhance.IntEnhancer) of a trained network, grids from calibration."""
+    from ..intenhance import CORR_SHIFT, IntEnhancer, int_layer
+
+    cfg = net.cfg
+    e_h = [_grid(m, act_max) for m in activation_maxima(net, calibration)]
+
+    def np_(p: torch.Tensor) -> np.ndarray:
+        return p.detach().double().numpy()
+
+    cb = np_(net.class_bias)
+    qb = np_(net.class_quality) + np_(net.quality_bias)[None]
+    w0, b0, s0, (cbi, qbi) = int_layer(
+        np_(net.first.weight), np_(net.first.bias), 1.0 / IN_SCALE, CENTRE, e_h[0], (cb, qb)
+    )
+    state: dict[str, np.ndarray] = {
+        "meta": np.array([cfg.s2d, cfg.width, cfg.layers, cfg.classes, act_max], np.int64),
+        "c0.w": w0,
+        "c0.b": b0,
+        "c0.s": s0,
+        "class_bias": cbi.astype(np.int32),
+        "quality_bias": qbi.astype(np.int32),
+    }
+    for i, conv in enumerate(net.body, 1):
+        w, b, s, _ = int_layer(np_(conv.weight), np_(conv.bias), 2.0 ** e_h[i - 1], act_max, e_h[i])
+        state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"] = w, b, s
+    n = cfg.layers + 1
+    w, b, s, _ = int_layer(
+        np_(net.last.weight) * OUT_SCALE,
+        np_(net.last.bias) * OUT_SCALE,
+        2.0 ** e_h[-1],
+        act_max,
+        -CORR_SHIFT,
+    )
+    state[f"c{n}.w"], state[f"c{n}.b"], state[f"c{n}.s"] = w, b, s
+    IntEnhancer(state).check()
+    return state

@@ -1,0 +1,108 @@
+"""`semcodec train attach`: a new bundle from a shipped one, a new map network and a post-filter.
+
+The compression networks, the compact table and the integer generator stay the source
+bundle's byte for byte; the segmentation network (and its configuration, e.g. with an UNKNOWN
+threshold) and the enhancement network (float weights and the integer table, its grids
+calibrated on held-out training pictures) are replaced or added. The result is a new release:
+its own hash, decoder parts and conformance files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import click
+import torch
+
+from ..models.enhance import build_enhance, to_integer
+from ..models.segmentation import build_segnet
+from ..zoo import load_bundle, save_bundle
+from .common import seg_source
+from .enhance import load_shards, split_shards
+
+
+def calibration_of(shards: list[dict], limit: int = 24) -> list[tuple[torch.Tensor, ...]]:
+    """(decoded, labels, quality) of held-out training pictures: the integer grids' range."""
+    out = []
+    for s in shards:
+        for k in range(len(s["quality"])):
+            h, w = (d // 8 * 8 for d in s["original"].shape[:2])
+            d = torch.from_numpy(s["decoded"][k, :h, :w].copy()).permute(2, 0, 1)[None].float()
+            m = torch.from_numpy(s["labels"][k, : h // 8, : w // 8].astype("int64"))[None]
+            out.append((d, m, torch.tensor([int(s["quality"][k])])))
+    return out[:limit]
+
+
+def attach(
+    source: Path,
+    dest: Path,
+    seg_ckpt: Path | None,
+    seg_config: str | None,
+    enh_ckpt: Path | None,
+    enh_data: Path | None,
+    name: str = "default",
+) -> Path:
+    """Write '<dest>/<name>-<sha8>.pt'; returns its path."""
+    src = load_bundle(str(source))
+    spec = replace(src.spec, name=name, weights=None)
+    info = dict(src.info)
+    seg = src.seg
+    if seg_ckpt is not None:
+        weights, steps, hours = seg_source(seg_ckpt)
+        seg = build_segnet(seg_config or spec.seg)
+        seg.load_state_dict({k: v.float() for k, v in weights.items()})
+        info.update(seg_steps=steps, seg_hours=hours, seg_from=f"{src.name}-{src.hash[:8]}")
+    if seg_config:
+        seg = seg if seg_ckpt is not None else _reconfigured(src.seg, seg_config)
+        spec = replace(spec, seg=seg_config)
+    enhancer = table = None
+    if enh_ckpt is not None:
+        state = torch.load(enh_ckpt, map_location="cpu", weights_only=True)
+        cfg = json.loads(state["config"])
+        enhancer = build_enhance(cfg["model"])
+        enhancer.load_state_dict(state["model"])
+        # fp16 in the bundle: the table is calibrated from the weights it ships
+        enhancer.load_state_dict({k: v.half().float() for k, v in enhancer.state_dict().items()})
+        _, held = (
+            split_shards(load_shards(enh_data), cfg.get("hold_out", 12)) if enh_data else ([], [])
+        )
+        table = to_integer(enhancer, calibration_of(held))
+        spec = replace(spec, enhance=cfg["model"])
+        info.update(
+            enhance_steps=int(state["step"]),
+            enhance_hours=float(state["hours"]),
+            enhance_recipe=cfg,
+            enhance_held_out=json.loads(state.get("held_out", "{}")),
+        )
+    fixed_state = src.fixed.state if src.fixed is not None else None
+    return save_bundle(
+        dest, spec, seg, src.comp, src.gen, src.compact_table, info, fixed_state, enhancer, table
+    )
+
+
+def _reconfigured(seg, config: str):
+    """The same weights under another configuration name (e.g. an UNKNOWN threshold)."""
+    net = build_segnet(config)
+    net.load_state_dict(seg.state_dict())
+    return net
+
+
+@click.command("attach")
+@click.option("--bundle", "source", type=click.Path(path_type=Path, exists=True), required=True)
+@click.option("--dest", type=click.Path(path_type=Path, file_okay=False), required=True)
+@click.option("--seg", "seg_ckpt", type=click.Path(path_type=Path, exists=True), default=None)
+@click.option("--seg-config", default=None, help="segmentation configuration name to record")
+@click.option("--enhance", "enh_ckpt", type=click.Path(path_type=Path, exists=True), default=None)
+@click.option(
+    "--enhance-data",
+    type=click.Path(path_type=Path, exists=True),
+    default=None,
+    help="train enhance-data folder: its held-out pictures calibrate the integer grids",
+)
+@click.option("--name", default="default", show_default=True)
+def attach_command(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name):
+    """Make a bundle from a shipped one with a new segmentation and/or enhancement network."""
+    dest.mkdir(parents=True, exist_ok=True)
+    click.echo(str(attach(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name)))

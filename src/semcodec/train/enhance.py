@@ -1,0 +1,241 @@
+"""`semcodec train enhance-data` and `train enhance`: the post-filter on really decoded pictures.
+
+The training pairs are what the decoder sees: each training photo (BSDS500 train + val, CamVid
+train + val frames; never Kodak) encoded by the shipped codec at several residual qualities and
+decoded, beside the original and the file's map. Generating them is resumable (one shard per
+photo); training checkpoints atomically and resumes like the other trainings.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+
+from ..imageio import list_images
+from ..models.enhance import build_enhance
+from .common import Progress, load_checkpoint, save_checkpoint
+
+QUALITIES = (5, 10, 20, 30, 40, 50, 60, 70, 80, 90)
+CROP = 128  # a multiple of 8: the map's grid
+
+
+@dataclass
+class EnhanceTrainConfig:
+    """Recipe of the enhancement network."""
+
+    model: str = "small"
+    iters: int = 20000
+    batch: int = 16
+    lr: float = 1e-3
+    seed: int = 0
+    hold_out: int = 12  # the last N photos (by name) are evaluated at each save, never trained
+
+
+def _codec_pairs(codec, rgb: np.ndarray, qualities: list[int], residual: str) -> list[dict]:
+    """Encode one image at each quality, decode it: (decoded, labels, quality, bytes)."""
+    analysis = codec.analyse(rgb)
+    out = []
+    for q in qualities:
+        data, _ = codec.finish(analysis, q, residual)
+        res = codec.decode(data)
+        out.append(
+            {
+                "decoded": np.asarray(res.image.convert("RGB")),
+                "labels": res.semantic_map.astype(np.uint8),
+                "quality": q,
+                "bytes": len(data),
+            }
+        )
+    return out
+
+
+def make_data(
+    photos: Path, camvid: Path | None, out: Path, per_photo: int, model: str, native_every: int
+) -> None:
+    """Write one shard per training image (skips shards already written: resumable)."""
+    from PIL import Image
+
+    from ..codec import get_codec
+
+    codec = get_codec(model)
+    paths = list_images(photos)
+    if camvid is not None:
+        for split in ("train", "val"):
+            lines = (camvid / f"{split}.txt").read_text().split()
+            paths += [camvid / rel for rel in lines[0::2]][::2]
+    out.mkdir(parents=True, exist_ok=True)
+    prog = Progress(len(paths), 0, every=10)
+    for n, p in enumerate(paths):
+        shard = out / f"{n:05d}-{p.stem}.npz"
+        if shard.exists():
+            continue
+        rgb = np.asarray(Image.open(p).convert("RGB"))
+        qs = [QUALITIES[(n * per_photo + k) % len(QUALITIES)] for k in range(per_photo)]
+        residual = "native" if native_every and n % native_every == native_every - 1 else "avif"
+        pairs = _codec_pairs(codec, rgb, qs, residual)
+        tmp = shard.with_suffix(".tmp.npz")
+        np.savez(
+            tmp,
+            original=rgb,
+            decoded=np.stack([d["decoded"] for d in pairs]),
+            labels=np.stack([d["labels"] for d in pairs]),
+            quality=np.array(qs),
+            bytes=np.array([d["bytes"] for d in pairs]),
+            residual=np.array(residual),
+            source=np.array(str(p.name)),
+        )
+        tmp.rename(shard)
+        prog.update(n + 1, n + 1)
+
+
+def load_shards(folder: Path) -> list[dict]:
+    """Every shard, in name order (BSDS photos first, then CamVid frames)."""
+    out = []
+    for f in sorted(folder.glob("*.npz")):
+        if f.name.endswith(".tmp.npz"):
+            continue
+        with np.load(f) as z:
+            out.append({k: z[k] for k in z.files})
+    return out
+
+
+def split_shards(shards: list[dict], hold_out: int) -> tuple[list[dict], list[dict]]:
+    """The last hold_out BSDS photos are held out (CamVid frames are all training)."""
+    photos = [s for s in shards if not str(s["source"]).endswith(".webp")]
+    held = {id(s) for s in photos[len(photos) - hold_out :]} if hold_out else set()
+    return [s for s in shards if id(s) not in held], [s for s in shards if id(s) in held]
+
+
+def draw_batch(
+    shards: list[dict], batch: int, rng: np.random.Generator
+) -> tuple[torch.Tensor, ...]:
+    """Random 8-aligned crops: decoded, original (float 0..255), labels at 1/8, quality."""
+    dec, org, lab, qs = [], [], [], []
+    for _ in range(batch):
+        s = shards[int(rng.integers(0, len(shards)))]
+        k = int(rng.integers(0, len(s["quality"])))
+        h, w = s["original"].shape[:2]
+        y = int(rng.integers(0, (h - CROP) // 8 + 1)) * 8
+        x = int(rng.integers(0, (w - CROP) // 8 + 1)) * 8
+        d = s["decoded"][k, y : y + CROP, x : x + CROP]
+        o = s["original"][y : y + CROP, x : x + CROP]
+        m = s["labels"][k, y // 8 : (y + CROP) // 8, x // 8 : (x + CROP) // 8]
+        if rng.random() < 0.5:
+            d, o, m = d[:, ::-1], o[:, ::-1], m[:, ::-1]
+        dec.append(np.ascontiguousarray(d))
+        org.append(np.ascontiguousarray(o))
+        lab.append(np.ascontiguousarray(m))
+        qs.append(int(s["quality"][k]))
+
+    def t(a: list[np.ndarray]) -> torch.Tensor:
+        return torch.from_numpy(np.stack(a)).permute(0, 3, 1, 2).float()
+
+    return t(dec), t(org), torch.from_numpy(np.stack(lab)).long(), torch.tensor(qs)
+
+
+@torch.no_grad()
+def evaluate(net, shards: list[dict]) -> dict:
+    """Mean PSNR of the decoded pictures and of the enhanced ones (whole images, 8-aligned)."""
+    net.eval()
+    before, after = [], []
+    for s in shards:
+        h, w = (d // 8 * 8 for d in s["original"].shape[:2])
+        o = torch.from_numpy(s["original"][:h, :w].copy()).permute(2, 0, 1)[None].float()
+        for k in range(len(s["quality"])):
+            d = torch.from_numpy(s["decoded"][k, :h, :w].copy()).permute(2, 0, 1)[None].float()
+            m = torch.from_numpy(s["labels"][k, : h // 8, : w // 8].astype(np.int64))[None]
+            e = net(d, m, torch.tensor([int(s["quality"][k])])).round().clamp(0, 255)
+            before.append(_psnr(d, o))
+            after.append(_psnr(e, o))
+    net.train()
+    return {"psnr_before": float(np.mean(before)), "psnr_after": float(np.mean(after))}
+
+
+def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    """PSNR in dB of 0..255 tensors."""
+    mse = float(((a - b) ** 2).mean())
+    return 10 * np.log10(255.0**2 / max(mse, 1e-10))
+
+
+def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: float) -> None:
+    """Adam on MSE against the originals, cosine-decayed; resumes from out/enh-checkpoint.pt."""
+    torch.manual_seed(cfg.seed)
+    shards = load_shards(data)
+    train, held = split_shards(shards, cfg.hold_out)
+    net = build_enhance(cfg.model)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    ckpt = out / "enh-checkpoint.pt"
+    state = load_checkpoint(ckpt)
+    step, hours = 0, 0.0
+    if state is not None:
+        net.load_state_dict(state["model"])
+        opt.load_state_dict(state["optim"])
+        step, hours = int(state["step"]), float(state.get("hours", 0.0))
+    rng = np.random.default_rng(cfg.seed * 1000 + step)
+    prog = Progress(cfg.iters, step, every=50)
+    t0, last = time.time(), time.time()
+    log = out / "log.jsonl"
+    while step < cfg.iters:
+        lr = float(cfg.lr * 0.5 * (1 + np.cos(np.pi * step / cfg.iters)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        dec, org, lab, q = draw_batch(train, cfg.batch, rng)
+        loss = ((net(dec, lab, q) - org) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        prog.update(step, step * cfg.batch, loss=loss.item(), lr=lr)
+        if time.time() - last > save_every_s or step == cfg.iters:
+            h = hours + (time.time() - t0) / 3600
+            ev = evaluate(net, held) if held else {}
+            save_checkpoint(
+                ckpt,
+                {
+                    "model": net.state_dict(),
+                    "optim": opt.state_dict(),
+                    "step": step,
+                    "hours": h,
+                    "config": json.dumps(asdict(cfg)),
+                    "held_out": json.dumps(ev),
+                },
+            )
+            with open(log, "a") as f:
+                f.write(json.dumps({"step": step, "loss": float(loss), "hours": h, **ev}) + "\n")
+            last = time.time()
+
+
+@click.command("enhance-data")
+@click.option("--photos", type=click.Path(path_type=Path), default=Path("../shared/data/photos"))
+@click.option("--camvid", type=click.Path(path_type=Path), default=None)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--per-photo", default=4, show_default=True, help="qualities per image")
+@click.option("--model", default="default", show_default=True)
+@click.option(
+    "--native-every", default=8, show_default=True, help="every Nth image: native residual"
+)
+def enhance_data_command(photos, camvid, out, per_photo, model, native_every):
+    """Encode and decode the training photos at several qualities (enhancement training data)."""
+    make_data(photos, camvid, out, per_photo, model, native_every)
+
+
+@click.command("enhance")
+@click.option("--data", type=click.Path(path_type=Path, exists=True), required=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/enhance"))
+@click.option("--model", default="small", show_default=True)
+@click.option("--iters", default=20000, show_default=True)
+@click.option("--batch", default=16, show_default=True)
+@click.option("--lr", default=1e-3, show_default=True)
+@click.option("--hold-out", default=12, show_default=True)
+@click.option("--save-every", default=300.0, show_default=True, help="seconds between checkpoints")
+def enhance_command(data, out, model, iters, batch, lr, hold_out, save_every):
+    """Train the enhancement network on decoded pictures (resumes from --out)."""
+    cfg = EnhanceTrainConfig(model=model, iters=iters, batch=batch, lr=lr, hold_out=hold_out)
+    out.mkdir(parents=True, exist_ok=True)
+    train_enhance(cfg, data, out, save_every)

@@ -1,0 +1,261 @@
+"""The enhancement network: float and integer forms, the ENHANCE layer, encoder and decoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from semcodec import container, intenhance
+from semcodec.codec import Codec
+from semcodec.container import LayerKind
+from semcodec.enhance import choose, fit_class, pays
+from semcodec.entropy.enhance import decode_adjust, encode_adjust
+from semcodec.errors import CorruptData
+from semcodec.intenhance import GAIN_ONE, Adjust, IntEnhancer, apply, neutral
+from semcodec.models.enhance import ENHANCE_CONFIGS, EnhanceNet
+from semcodec.zoo import random_enhancer
+
+
+def _picture(h: int = 72, w: int = 88, seed: int = 0) -> np.ndarray:
+    """A smooth picture with texture: something a post-filter can change."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([x * 2.5, y * 3.0, (x + y) * 1.2], 2)
+    return np.clip(base + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("name", sorted(ENHANCE_CONFIGS))
+def test_every_config_forward_backward(name: str) -> None:
+    net = EnhanceNet(ENHANCE_CONFIGS[name])
+    torch.nn.init.normal_(net.last.weight, std=0.01)
+    x = torch.rand(2, 3, 32, 48) * 255
+    labels = torch.randint(0, 12, (2, 4, 6))
+    out = net(x, labels, torch.tensor([10, 90]))
+    assert out.shape == x.shape
+    out.sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+
+
+def test_untrained_network_changes_nothing() -> None:
+    """The last layer starts at zero: a fresh network is the identity."""
+    net = EnhanceNet(ENHANCE_CONFIGS["small"])
+    x = torch.rand(1, 3, 32, 32) * 255
+    assert torch.equal(net(x, torch.zeros(1, 4, 4, dtype=torch.long), torch.tensor([50])), x)
+
+
+def test_integer_form_follows_float() -> None:
+    net, table = random_enhancer("small", seed=3)
+    img = _picture(64, 96)
+    labels = np.random.default_rng(1).integers(0, 12, (8, 12))
+    corr = IntEnhancer(table).correction(img, labels, 40) / (1 << intenhance.CORR_SHIFT)
+    with torch.no_grad():
+        f = (
+            net.correction(
+                torch.from_numpy(img).permute(2, 0, 1)[None].float(),
+                torch.from_numpy(labels)[None],
+                torch.tensor([40]),
+            )[0]
+            .permute(1, 2, 0)
+            .numpy()
+        )
+    assert np.abs(f).max() > 2  # the random network does something
+    assert np.abs(corr - f).mean() < 0.05 * np.abs(f).mean() + 0.05
+
+
+def test_bands_do_not_change_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, table = random_enhancer("small", seed=4)
+    enh = IntEnhancer(table)
+    img, labels = _picture(80, 64), np.random.default_rng(2).integers(0, 11, (10, 8))
+    whole = enh.correction(img, labels, 70)
+    monkeypatch.setattr(intenhance, "BAND", 3)
+    assert np.array_equal(enh.correction(img, labels, 70), whole)
+
+
+def test_quality_and_map_reach_the_network() -> None:
+    _, table = random_enhancer("small", seed=5)
+    enh = IntEnhancer(table)
+    img = _picture(32, 32)
+    zeros, ones = np.zeros((4, 4), np.int64), np.ones((4, 4), np.int64)
+    assert not np.array_equal(enh.correction(img, zeros, 10), enh.correction(img, zeros, 90))
+    assert not np.array_equal(enh.correction(img, zeros, 50), enh.correction(img, ones, 50))
+
+
+def test_table_out_of_range_is_refused() -> None:
+    _, table = random_enhancer("small", seed=6)
+    bad = dict(table)
+    bad["c1.w"] = table["c1.w"] * 1000
+    with pytest.raises(ValueError, match="exact range"):
+        intenhance.check_enh_table(bad)
+
+
+def test_layer_round_trip() -> None:
+    tiles = np.array([[True, False, True], [False, True, True]])
+    offs = np.zeros((12, 3), np.int64)
+    offs[3] = (-5, 0, 7)
+    adj = Adjust(np.arange(12) % 16, offs, tiles, 32)
+    back = decode_adjust(encode_adjust(adj), 11, 50, 70)
+    assert np.array_equal(back.gains, adj.gains)
+    assert np.array_equal(back.offsets, offs)
+    assert np.array_equal(back.tiles, tiles)
+    assert back.tile == 32
+    plain = decode_adjust(encode_adjust(neutral(11)), 11, 50, 70)
+    assert plain.tiles is None and not plain.offsets.any()
+    assert len(encode_adjust(neutral(11))) == 9
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d[:-1],
+        lambda d: d + b"\0",
+        lambda d: bytes([2]) + d[1:],
+        lambda d: d[:1] + bytes([d[1] | 4]) + d[2:],
+        lambda d: d[:2] + bytes([40]) + d[3:],
+        lambda d: b"",
+    ],
+)
+def test_malformed_layer_is_corrupt(mutate) -> None:
+    adj = Adjust(np.full(12, 8), np.ones((12, 3), np.int64), np.ones((2, 3), bool), 32)
+    with pytest.raises(CorruptData):
+        decode_adjust(mutate(encode_adjust(adj)), 11, 50, 70)
+
+
+def test_apply_uses_gains_offsets_and_tiles() -> None:
+    img = np.full((16, 16, 3), 100, np.uint8)
+    corr = np.full((16, 16, 3), 3 << intenhance.CORR_SHIFT, np.int64)  # +3 levels
+    labels = np.zeros((2, 2), np.int64)
+    labels[1] = 11  # bottom half unknown
+    adj = neutral(11)
+    assert (apply(img, corr, labels, adj, 11) == 103).all()
+    gains = adj.gains.copy()
+    gains[0] = 2 * GAIN_ONE // 2 + 8  # 2.0
+    offs = adj.offsets.copy()
+    offs[11] = (-4, 0, 4)  # -1 / 0 / +1 levels on unknown pixels
+    out = apply(img, corr, labels, Adjust(gains, offs, None), 11)
+    assert (out[:8] == 106).all()
+    assert (out[8:, :, 0] == 102).all() and (out[8:, :, 2] == 104).all()
+    masked = apply(img, corr, labels, Adjust(adj.gains, adj.offsets, np.array([[False]]), 16), 11)
+    assert (masked == 100).all()
+
+
+def test_fit_class_finds_the_gain() -> None:
+    rng = np.random.default_rng(0)
+    corr = rng.normal(0, 2, (500, 3))
+    gain, off = fit_class(corr, 0.5 * corr + np.array([1.0, 0, -1.0]), offsets=True)
+    assert gain == 4
+    assert np.array_equal(off, [4, 0, -4])
+
+
+def test_choice_is_never_worse() -> None:
+    _, table = random_enhancer("small", seed=7)
+    enh = IntEnhancer(table)
+    original = _picture(64, 64, seed=1)
+    decoded = np.clip(
+        original.astype(int) + np.random.default_rng(3).integers(-6, 7, original.shape), 0, 255
+    ).astype(np.uint8)
+    labels = np.zeros((8, 8), np.int64)
+    for effort in (5, 9):
+        c = choose(enh, original, decoded, labels, 50, effort)
+        assert c.mse_after <= c.mse_before
+
+
+def _tiny_file(quality: int = 40) -> tuple[bytes, np.ndarray]:
+    img = _picture(72, 88)
+    return Codec("tiny-enh").encode(img, quality=quality), img
+
+
+def _with_layer(data: bytes, adjust: Adjust) -> bytes:
+    header, layers = container.unpack(data)
+    layers = {**layers, LayerKind.ENHANCE: encode_adjust(adjust)}
+    return container.pack(header, layers)
+
+
+def test_decoder_applies_the_layer() -> None:
+    data, _ = _tiny_file()
+    codec = Codec("tiny-enh")
+    plain = codec.decode(data)
+    assert not plain.enhanced
+    adj = neutral(11)
+    enhanced = codec.decode(_with_layer(data, adj))
+    assert enhanced.enhanced
+    pixels = np.asarray(plain.image)
+    corr = codec.decoder.enhancer.correction(pixels, plain.semantic_map, plain.header.quality)
+    want = apply(pixels, corr, plain.semantic_map, adj, 11)
+    assert np.array_equal(np.asarray(enhanced.image), want)
+    assert not np.array_equal(want, pixels)
+    # a changed gain changes the pixels: the decoder reads the layer
+    gains = adj.gains.copy()
+    gains[:] = 0
+    zeroed = codec.decode(_with_layer(data, Adjust(gains, adj.offsets, None)))
+    assert np.array_equal(np.asarray(zeroed.image), pixels)
+
+
+def test_decoder_without_enhancement_option() -> None:
+    data, _ = _tiny_file()
+    codec = Codec("tiny-enh")
+    enhanced = _with_layer(data, neutral(11))
+    from semcodec.decoder import Decoder
+
+    dec = Decoder(codec.decoder.parts, enhance=False)
+    assert np.array_equal(
+        np.asarray(dec.decode(enhanced).image), np.asarray(codec.decode(data).image)
+    )
+
+
+def test_torch_free_decoder_matches() -> None:
+    import semcodec
+
+    data, _ = _tiny_file()
+    enhanced = _with_layer(data, neutral(11))
+    codec = Codec("tiny-enh")
+    assert np.array_equal(
+        np.asarray(semcodec.decode(enhanced)), np.asarray(codec.decode(enhanced).image)
+    )
+
+
+def test_release_without_network_refuses_the_layer() -> None:
+    data = Codec("tiny").encode(_picture(), quality=40)
+    header, layers = container.unpack(data)
+    layers[LayerKind.ENHANCE] = encode_adjust(neutral(11))
+    with pytest.raises(CorruptData, match="no enhancement network"):
+        Codec("tiny").decode(container.pack(header, layers))
+
+
+def test_layer_needs_format_version_4() -> None:
+    data, _ = _tiny_file()
+    out = _with_layer(data, neutral(11))
+    assert out[8] == 4
+    assert data[8] < 4  # files without the layer keep the older version
+
+
+def test_encoder_keeps_the_layer_only_where_it_pays() -> None:
+    """The encoder's file is the plain file, or the plain file plus a layer of lower cost."""
+    codec = Codec("tiny-enh")
+    for q in (0, 20, 60):
+        data = codec.encode(_picture(), quality=q)
+        header, layers = container.unpack(data)
+        plain = Codec("tiny-enh", enhance=False).encode(_picture(), quality=q)
+        if LayerKind.ENHANCE not in layers:
+            assert data == plain
+            continue
+        original = _picture().astype(float)
+        mse = [
+            np.mean((np.asarray(Codec("tiny-enh").decode(d).image) - original) ** 2)
+            for d in (data, plain)
+        ]
+        assert mse[0] < mse[1]
+
+
+def test_pays_rejects_an_empty_mask() -> None:
+    from semcodec.enhance import EnhanceChoice
+
+    adj = Adjust(np.full(12, 8), np.zeros((12, 3), np.int64), np.zeros((1, 1), bool))
+    assert not pays(EnhanceChoice(adj, np.zeros((1, 1, 3), np.uint8), 10.0, 1.0), 1000, 10, 50)
+
+
+def test_unknown_label_has_no_class_conditioning() -> None:
+    from semcodec.models.compnet import one_hot_map
+
+    oh = one_hot_map(torch.tensor([[[0, 10, 11]]]), 11)
+    assert oh[0, :, 0, 2].sum() == 0 and oh[0, 10, 0, 1] == 1

@@ -1,0 +1,106 @@
+"""Training inputs of the segmentation and enhancement networks: person photos, the partial
+person loss, the UNKNOWN threshold, enhancement data, training and a bundle made from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from semcodec.classes import UNKNOWN
+from semcodec.train.persons import NOT_PERSON, PERSON, PersonAugment, read_person_set
+from semcodec.train.seg import seg_loss
+
+
+def _person_folder(root, n: int = 3) -> None:
+    """A Clothing Co-Parsing-like folder: photos and pixel-level label files."""
+    scipy_io = pytest.importorskip("scipy.io")
+    (root / "photos").mkdir(parents=True)
+    (root / "annotations" / "pixel-level").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i in range(1, n + 1):
+        img = rng.integers(0, 255, (64, 40, 3), dtype=np.uint8)
+        Image.fromarray(img).save(root / "photos" / f"{i:04d}.jpg")
+        gt = np.zeros((64, 40), np.uint8)
+        gt[10:50, 10:30] = 19  # hair, skin, clothes: any label is the person
+        scipy_io.savemat(root / "annotations" / "pixel-level" / f"{i:04d}.mat", {"groundtruth": gt})
+
+
+def test_person_samples_carry_person_and_not_person(tmp_path) -> None:
+    _person_folder(tmp_path)
+    data = read_person_set(tmp_path, "test", check=False)
+    assert len(data.images) == 3 and data.masks[0].sum() == 40 * 20
+    aug = PersonAugment((48, 64), seed=1)
+    seen = set()
+    for _ in range(20):
+        x, y = aug.sample(data)
+        assert x.shape == (1, 3, 48, 64) and y.shape == (1, 48, 64)
+        seen |= set(torch.unique(y).tolist())
+    assert seen <= {PERSON, NOT_PERSON, 11} and {PERSON, NOT_PERSON} <= seen
+
+
+def test_pinned_hash_is_checked(tmp_path) -> None:
+    _person_folder(tmp_path)
+    with pytest.raises(ValueError, match="pinned"):
+        read_person_set(tmp_path)
+
+
+def test_not_person_pixels_only_push_the_person_class_down() -> None:
+    logits = torch.zeros(1, 11, 1, 2, requires_grad=True)
+    target = torch.tensor([[[NOT_PERSON, NOT_PERSON]]])
+    loss = seg_loss(logits, target, None)
+    assert float(loss) == pytest.approx(-np.log(1 - 1 / 11), rel=1e-5)
+    loss.backward()
+    g = logits.grad[0, :, 0, 0]
+    assert g[PERSON] > 0  # descent lowers the person score
+    others = torch.cat([g[:PERSON], g[PERSON + 1 :]])
+    assert torch.allclose(others, others[0].expand_as(others))  # no other class is preferred
+
+
+def test_unknown_below_threshold() -> None:
+    from semcodec.segment import labels_of
+
+    scores = torch.tensor([[[5.0, 0.1]], [[0.0, 0.0]], [[0.0, 0.0]]])  # (3 classes, 1, 2)
+    assert labels_of(scores, 0.0).tolist() == [[0, 0]]
+    assert labels_of(scores, 0.5).tolist() == [[0, UNKNOWN]]
+
+
+def _shards(folder, n: int = 3) -> None:
+    """Enhancement shards as train enhance-data writes them (decoded = noisy original)."""
+    rng = np.random.default_rng(0)
+    folder.mkdir()
+    for i in range(n):
+        org = rng.integers(0, 255, (136, 144, 3), dtype=np.uint8)
+        dec = np.clip(org.astype(int) + rng.integers(-8, 9, org.shape), 0, 255).astype(np.uint8)
+        np.savez(
+            folder / f"{i:05d}-p{i}.npz",
+            original=org,
+            decoded=dec[None],
+            labels=rng.integers(0, 11, (1, 17, 18)).astype(np.uint8),
+            quality=np.array([40]),
+            bytes=np.array([1000]),
+            residual=np.array("avif"),
+            source=np.array(f"p{i}.jpg"),
+        )
+
+
+def test_enhance_training_resumes_and_makes_a_bundle(tmp_path) -> None:
+    from semcodec.train.attach import attach
+    from semcodec.train.enhance import EnhanceTrainConfig, train_enhance
+    from semcodec.zoo import load_bundle
+
+    _shards(tmp_path / "data")
+    cfg = EnhanceTrainConfig(model="tiny", iters=4, batch=2, hold_out=1)
+    train_enhance(cfg, tmp_path / "data", tmp_path / "run", save_every_s=0.0)
+    state = torch.load(tmp_path / "run" / "enh-checkpoint.pt", weights_only=True)
+    assert state["step"] == 4
+    cfg.iters = 6
+    train_enhance(cfg, tmp_path / "data", tmp_path / "run", save_every_s=0.0)
+    assert torch.load(tmp_path / "run" / "enh-checkpoint.pt", weights_only=True)["step"] == 6
+    path = attach(
+        "tiny", tmp_path, None, None, tmp_path / "run" / "enh-checkpoint.pt", tmp_path / "data"
+    )
+    bundle = load_bundle(str(path))
+    assert bundle.spec.enhance == "tiny" and bundle.enh_table is not None
+    assert bundle.info["enhance_steps"] == 6
