@@ -76,7 +76,9 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     codec = Codec("default")
-    print("| image | uniform bytes | ROI bytes | uniform PSNR ROI / rest | ROI PSNR ROI / rest | ROI share |")
+    print(
+        "| image | uniform bytes | ROI bytes | uniform PSNR ROI / rest | ROI PSNR ROI / rest | ROI share |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for k in KODAK:
         rgb = np.asarray(Image.open(args.kodak / f"{k}.png").convert("RGB"))
