@@ -125,6 +125,9 @@ def test_installed_parts_equal_the_shipped_bundles_they_came_from():
         assert sorted(installed.generator) == sorted(derived.generator)
         for k, v in derived.generator.items():
             assert np.array_equal(installed.generator[k], v), k
+        assert (installed.enhancer is None) == (derived.enhancer is None)
+        for k, v in (derived.enhancer or {}).items():
+            assert np.array_equal(installed.enhancer[k], v), k
 
 
 @pytest.mark.parametrize("kernel", ["numpy", "torch"])

@@ -259,3 +259,22 @@ def test_unknown_label_has_no_class_conditioning() -> None:
 
     oh = one_hot_map(torch.tensor([[[0, 10, 11]]]), 11)
     assert oh[0, :, 0, 2].sum() == 0 and oh[0, 10, 0, 1] == 1
+
+
+def test_unknown_map_round_trip_and_info() -> None:
+    """A release whose map has UNKNOWN: the map layer, decode_map and info carry it."""
+    import semcodec
+    from semcodec.fileinfo import file_info
+
+    codec = Codec("tiny-enh")
+    assert codec.bundle.map_symbols == 12
+    data = codec.encode(_picture(), quality=30)
+    ids = semcodec.decode_map(data, size="stored")
+    assert (ids == semcodec.UNKNOWN).any()
+    assert np.array_equal(ids, codec.decode(data).semantic_map)
+    assert "unknown" in file_info(data)["classes"]
+    # a release without UNKNOWN refuses such a map
+    from semcodec.entropy.semantic_map import encode_map
+
+    with pytest.raises(ValueError):
+        encode_map(ids, Codec("tiny").bundle.map_symbols)

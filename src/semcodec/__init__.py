@@ -4,11 +4,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["CLASSES", "encode", "decode", "decode_map", "__version__"]
+__all__ = ["CLASSES", "MAP_NAMES", "UNKNOWN", "encode", "decode", "decode_map", "__version__"]
 
 # Registers the Pillow plugin (Image.open/save of .sem); it imports Pillow only, not torch.
 from . import pil_plugin  # noqa: E402, F401
-from .classes import CLASSES  # noqa: E402
+from .classes import CLASSES, MAP_NAMES, UNKNOWN  # noqa: E402
 from .defaults import DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL  # noqa: E402
 
 
@@ -41,7 +41,8 @@ def decode(data: bytes, layer: str = "full", model: str | None = None):
 
 
 def decode_map(data: bytes, size: str = "full"):
-    """The semantic map of .sem bytes as a uint8 numpy array of class ids (CLASSES[id]).
+    """The semantic map of .sem bytes as a uint8 numpy array of class ids (MAP_NAMES[id]:
+    CLASSES, and UNKNOWN = 11 where a release's network was not sure).
 
     size="full" gives one id per pixel (nearest), "stored" the coded 1/8-size map. Only the
     header and the map layer are read: no model, no generator, no torch.

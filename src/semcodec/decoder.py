@@ -28,7 +28,7 @@ from .entropy.semantic_map import check_payload_size as check_map_size
 from .entropy.semantic_map import decode_map as _decode_map_payload
 from .errors import CorruptData, ModelError
 from .imageio import pil_pixel_limit
-from .intenhance import Adjust, apply
+from .intenhance import Adjust
 from .maplayer import map_shape
 from .metadata import Metadata, decode_metadata
 from .parts import DecoderParts, find_parts
@@ -231,8 +231,7 @@ class Decoder:
         ran = False
         if adjust is not None and layer == "full" and self.enhance:
             assert self.enhancer is not None
-            corr = self.enhancer.correction(out, labels, header.quality)
-            out = apply(out, corr, labels, adjust, self.enhancer.classes)
+            out = self.enhancer.enhance(out, labels, header.quality, adjust)
             ran = True
             clock("enhance")
         img = assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)

@@ -49,17 +49,17 @@ def fit_class(corr: np.ndarray, target: np.ndarray, offsets: bool) -> tuple[int,
     corr (n, 3) the network's correction, target (n, 3) original − decoded, in levels.
     """
     if offsets:
-        c0 = corr - corr.mean(0)
-        t0 = target - target.mean(0)
+        c0 = corr - corr.mean(0, dtype=np.float64)
+        t0 = target - target.mean(0, dtype=np.float64)
         den = float((c0 * c0).sum())
         a = float((c0 * t0).sum()) / den if den > 0 else 1.0
     else:
-        den = float((corr * corr).sum())
-        a = float((corr * target).sum()) / den if den > 0 else 1.0
+        den = float((corr * corr).sum(dtype=np.float64))
+        a = float((corr * target).sum(dtype=np.float64)) / den if den > 0 else 1.0
     gain = int(np.clip(np.round(a * GAIN_ONE), 0, 15))
     if not offsets:
         return gain, np.zeros(3, np.int64)
-    off = (target - corr * (gain / GAIN_ONE)).mean(0)
+    off = (target - corr * (gain / GAIN_ONE)).mean(0, dtype=np.float64)
     return gain, np.clip(np.round(off * OFFSET_UNIT), -128, 127).astype(np.int64)
 
 
@@ -77,8 +77,8 @@ def choose(
     corr = enhancer.correction(decoded, labels, quality)
     h, w = decoded.shape[:2]
     idx = class_index(labels, classes, (h, w))
-    c = corr.astype(np.float64) / (1 << CORR_SHIFT)
-    t = original.astype(np.float64) - decoded
+    c = corr.astype(np.float32) / (1 << CORR_SHIFT)
+    t = original.astype(np.float32) - decoded
     gains = np.full(classes + 1, GAIN_ONE, np.int64)
     offs = np.zeros((classes + 1, 3), np.int64)
     adapt = effort >= ADAPT_EFFORT
@@ -89,8 +89,8 @@ def choose(
         gains[k], offs[k] = fit_class(c[sel], t[sel], adapt)
     full = Adjust(gains, offs, None, tile)
     enhanced = apply(decoded, corr, labels, full, classes)
-    err_before = (t**2).sum(2)
-    err_after = ((original.astype(np.float64) - enhanced) ** 2).sum(2)
+    err_before = (t**2).sum(2, dtype=np.float64)
+    err_after = ((original.astype(np.float32) - enhanced) ** 2).sum(2, dtype=np.float64)
     th, tw = -(-h // tile), -(-w // tile)
     pad = ((0, th * tile - h), (0, tw * tile - w))
     gain_map = np.pad(err_before - err_after, pad).reshape(th, tile, tw, tile).sum((1, 3))
@@ -101,7 +101,7 @@ def choose(
         adjust = Adjust(gains, offs, tiles, tile)
         enhanced = apply(decoded, corr, labels, adjust, classes)
     mse_before = float(err_before.mean() / 3)
-    mse_after = float(((original.astype(np.float64) - enhanced) ** 2).mean())
+    mse_after = float(((original.astype(np.float32) - enhanced) ** 2).mean(dtype=np.float64))
     return EnhanceChoice(adjust, enhanced, mse_before, mse_after)
 
 

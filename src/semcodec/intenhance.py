@@ -15,6 +15,7 @@ result does not depend on the band size (or the image's size beyond its own pixe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,27 +69,48 @@ class IntEnhancer:
         scale = np.power(2.0, -self.convs[0].shift.astype(np.float64))
         return (rows * scale).astype(np.float32)
 
-    def correction(self, rgb: np.ndarray, labels: np.ndarray, quality: int) -> np.ndarray:
-        """int64 (H, W, 3): the correction of a uint8 (H, W, 3) picture in 2**-CORR_SHIFT levels.
+    def bands(
+        self, rgb: np.ndarray, labels: np.ndarray, quality: int
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, int32 (rows, W, 3)): the correction of a uint8 (H, W, 3) picture in
+        2**-CORR_SHIFT levels, band by band (memory bounded by the band, not the picture).
 
         labels (ceil(H/8), ceil(W/8)) is the file's map; values above the classes (unknown)
-        take the last row of the bias tables.
+        take the last row of the bias tables. The picture is extended to the map's grid by
+        repeating its last row and column.
         """
         h, w = rgb.shape[:2]
         s = self.meta["s2d"]
         gh, gw = labels.shape
-        ph, pw = gh * 8, gw * 8  # the map's grid: every picture is padded to it
-        x = np.pad(rgb, ((0, ph - h), (0, pw - w), (0, 0)), mode="edge").astype(np.int64) - CENTRE
-        x = _unshuffle(x, s).astype(np.float32)  # (ph/s, pw/s, 3 s s), exact integers
+        nh = gh * 8 // s  # rows of the network's grid
         idx = np.minimum(labels.astype(np.int64), self.classes)
         idx = np.repeat(np.repeat(idx, 8 // s, 0), 8 // s, 1)  # the map at the network's scale
         rows = self._bias_rows(quality)
-        out = np.empty((x.shape[0], x.shape[1], 3 * s * s), np.int64)
-        for y0 in range(0, x.shape[0], BAND):
-            y1 = min(x.shape[0], y0 + BAND)
-            a, b = max(0, y0 - HALO), min(x.shape[0], y1 + HALO)
-            out[y0:y1] = self._run(x[a:b], rows[idx[a:b]])[y0 - a : y1 - a]
-        return _shuffle(out, s)[:h, :w]
+        cols = np.minimum(np.arange(gw * 8), w - 1)
+        for y0 in range(0, nh, BAND):
+            y1 = min(nh, y0 + BAND)
+            a, b = max(0, y0 - HALO), min(nh, y1 + HALO)
+            lines = np.minimum(np.arange(a * s, b * s), h - 1)
+            x = rgb[lines][:, cols].astype(np.int16) - CENTRE
+            x = _unshuffle(x, s).astype(np.float32)  # exact integers
+            e = self._run(x, rows[idx[a:b]])[y0 - a : y1 - a]
+            out = _shuffle(e, s)[:, :w]
+            yield y0 * s, out[: max(0, min(h - y0 * s, out.shape[0]))]
+
+    def correction(self, rgb: np.ndarray, labels: np.ndarray, quality: int) -> np.ndarray:
+        """int32 (H, W, 3): the whole picture's correction (``bands`` joined)."""
+        parts = [c for _, c in self.bands(rgb, labels, quality) if len(c)]
+        return np.concatenate(parts, 0)
+
+    def enhance(
+        self, rgb: np.ndarray, labels: np.ndarray, quality: int, adjust: Adjust
+    ) -> np.ndarray:
+        """uint8 (H, W, 3): the picture with its correction applied as a file says, by bands."""
+        out = np.empty_like(rgb)
+        for y0, corr in self.bands(rgb, labels, quality):
+            y1 = y0 + len(corr)
+            out[y0:y1] = apply(rgb[y0:y1], corr, labels, adjust, self.classes, y0)
+        return out
 
     def _run(self, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
         """The network on one band: int64 (h, w, 3 s s) in the last layer's grid."""
@@ -98,16 +120,22 @@ class IntEnhancer:
         v = np.clip(np.round(v), 0, amax)
         for conv in self.convs[1:-1]:
             v = np.clip(np.round(conv(v)), 0, amax)
-        return np.round(self.convs[-1](v)).astype(np.int64)
+        return np.round(self.convs[-1](v)).astype(np.int32)
 
 
 def apply(
-    rgb: np.ndarray, corr: np.ndarray, labels: np.ndarray, adjust: Adjust, classes: int
+    rgb: np.ndarray,
+    corr: np.ndarray,
+    labels: np.ndarray,
+    adjust: Adjust,
+    classes: int,
+    y0: int = 0,
 ) -> np.ndarray:
-    """uint8 (H, W, 3): the picture plus its correction, per class gain and offset, in integers."""
+    """uint8 (h, W, 3): picture rows y0.. plus their correction, per class gain and offset,
+    in integers."""
     h, w = rgb.shape[:2]
     idx = np.minimum(labels.astype(np.int64), classes)
-    idx = np.repeat(np.repeat(idx, 8, 0), 8, 1)[:h, :w]
+    idx = np.repeat(np.repeat(idx, 8, 0), 8, 1)[y0 : y0 + h, :w]
     gain = adjust.gains.astype(np.int64)[idx][..., None]
     off = adjust.offsets.astype(np.int64)[idx]
     unit = 1 << CORR_SHIFT
@@ -115,7 +143,7 @@ def apply(
     delta = round_div(total, unit * GAIN_ONE)
     if adjust.tiles is not None:
         t = adjust.tile
-        on = np.repeat(np.repeat(adjust.tiles, t, 0), t, 1)[:h, :w]
+        on = np.repeat(np.repeat(adjust.tiles, t, 0), t, 1)[y0 : y0 + h, :w]
         delta = np.where(on[..., None], delta, 0)
     return np.clip(rgb.astype(np.int64) + delta, 0, 255).astype(np.uint8)
 

@@ -55,10 +55,11 @@ REGISTRY: dict[str, BundleSpec] = {
     "tiny": BundleSpec(
         "tiny", seg="tiny", compnet="tiny", generator="tiny", weights=None, seed=1234
     ),
-    # "tiny" with a random enhancement network: tests of the ENHANCE layer's paths
+    # "tiny" with a random enhancement network and UNKNOWN in its map: tests of the ENHANCE
+    # layer's paths and of the 12-symbol map
     "tiny-enh": BundleSpec(
         "tiny-enh",
-        seg="tiny",
+        seg="tiny-u",
         compnet="tiny",
         generator="tiny",
         weights=None,

@@ -136,6 +136,19 @@ def _print_seg(result: dict) -> None:
         f"  {'unknown':<12}     {100 * result['unknown_share']:6.2f} % "
         f"(below {result['unknown_below']:g})"
     )
+    conf = result.get("confusion")
+    if conf:
+        from ..classes import CLASSES, MAP_NAMES
+
+        click.echo("  small classes taken for (share of their pixels):")
+        for name in ("pole", "signsymbol", "fence", "pedestrian", "bicyclist"):
+            row = conf[CLASSES.index(name)]
+            total = max(1, sum(row))
+            top = sorted(
+                ((v / total, MAP_NAMES[j]) for j, v in enumerate(row) if MAP_NAMES[j] != name),
+                reverse=True,
+            )[:3]
+            click.echo(f"    {name:<11} " + ", ".join(f"{k} {100 * v:.1f} %" for v, k in top))
     for t, r in result.get("sweep", {}).items():
         click.echo(
             f"  unknown below {t}: mIoU {100 * r['miou']:6.2f}, "

@@ -168,7 +168,8 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
     torch.manual_seed(cfg.seed)
     shards = load_shards(data)
     train, held = split_shards(shards, cfg.hold_out)
-    net = build_enhance(cfg.model)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    net = build_enhance(cfg.model).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     ckpt = out / "enh-checkpoint.pt"
     state = load_checkpoint(ckpt)
@@ -177,6 +178,7 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
         step, hours = int(state["step"]), float(state.get("hours", 0.0))
+    net.to(device)
     rng = np.random.default_rng(cfg.seed * 1000 + step)
     prog = Progress(cfg.iters, step, every=50)
     t0, last = time.time(), time.time()
@@ -185,7 +187,7 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
         lr = float(cfg.lr * 0.5 * (1 + np.cos(np.pi * step / cfg.iters)))
         for g in opt.param_groups:
             g["lr"] = lr
-        dec, org, lab, q = draw_batch(train, cfg.batch, rng)
+        dec, org, lab, q = (t.to(device) for t in draw_batch(train, cfg.batch, rng))
         loss = ((net(dec, lab, q) - org) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -194,11 +196,12 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
         prog.update(step, step * cfg.batch, loss=loss.item(), lr=lr)
         if time.time() - last > save_every_s or step == cfg.iters:
             h = hours + (time.time() - t0) / 3600
-            ev = evaluate(net, held) if held else {}
+            ev = evaluate(net.cpu(), held) if held else {}
+            net.to(device)
             save_checkpoint(
                 ckpt,
                 {
-                    "model": net.state_dict(),
+                    "model": {k: v.cpu() for k, v in net.state_dict().items()},
                     "optim": opt.state_dict(),
                     "step": step,
                     "hours": h,
