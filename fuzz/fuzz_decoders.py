@@ -8,6 +8,7 @@ The first input byte selects the target, the next bytes the sizes the decoder is
     0 container.unpack          3 native residual decode   5 Codec.decode of a whole file whose
     1 semantic_map.decode_map   4 avif residual decode       CRCs are recomputed first, so hostile
     2 compact.decode_compact                                  payloads reach the payload decoders
+    6 metadata  7 gating  8 the map of a whole file  9 the ENHANCE layer  10 roi.decode_roi (ROI)
 
 The contract checked on every input: the decoder returns a result of exactly the requested shape,
 dtype and value range, or raises ``SemcodecError`` with a one-line message. Anything else (another
@@ -48,6 +49,7 @@ TARGETS = (
     "gating",
     "mapfile",
     "enhance",
+    "roi",
 )
 _ENTRY = 9  # bytes per layer-table entry
 _FIXED = 34  # fixed header bytes
@@ -204,6 +206,7 @@ def seed_files() -> dict[str, bytes]:
         "rgb-base": codec.encode(rgb[:16, :16], 0, "native"),
         "rgb-gated": _gated_seed(rgb),
         "rgb-enhance": _enhance_seed(rgb),
+        "rgb-roi": codec.encode(rgb, 50, "avif", roi_config=_roi_seed()),
     }
 
 
@@ -223,6 +226,13 @@ def _enhance_seed(rgb) -> bytes:
     )
     layers[LayerKind.ENHANCE] = encode_adjust(adjust)
     return container.pack(header, layers)
+
+
+def _roi_seed():
+    """An ROI of two classes with weights and a strength (a file with an ROI layer)."""
+    from semcodec.roi import parse_roi
+
+    return parse_roi("car:2,pedestrian", strength=1.5)
 
 
 def _gated_seed(rgb) -> bytes:
@@ -252,6 +262,7 @@ class Harness:
         from semcodec.errors import SemcodecError
         from semcodec.maplayer import read_map
         from semcodec.metadata import decode_metadata
+        from semcodec.roi import decode_roi, encode_roi
 
         self.np, self.container = np, container
         self.semantic_map, self.compact, self.gating = semantic_map, compact, gating
@@ -264,6 +275,7 @@ class Harness:
         self.decode_adjust = decode_adjust
         self.error = SemcodecError
         self.decode_metadata = decode_metadata
+        self.decode_roi, self.encode_roi = decode_roi, encode_roi
         tiny = self.codec.bundle.compact_table
         skewed = np.ones_like(tiny)
         skewed[..., 0] = 1 << 20  # a very peaky table: long runs cost almost nothing
@@ -311,6 +323,8 @@ class Harness:
                     table = self.tables[0]
                     out = self.compact.decode_compact(payload, (table.shape[0], h, w), table, used)
                     assert out.shape == (table.shape[0], h, w)
+            elif target == "roi":  # what it accepts, it writes back byte for byte
+                assert self.encode_roi(self.decode_roi(payload)) == payload
             elif target == "mapfile":  # decode --layer map: header and map layer only
                 sem = fix_crcs(data[1:])
                 hdr, labels = self.read_map(sem)
@@ -362,6 +376,8 @@ def seed_inputs() -> list[bytes]:
         if LayerKind.ENHANCE in layers:
             dims = bytes([header.height - 1, header.width - 1, 0, 0, 0])
             seeds.append(bytes([9]) + dims + layers[LayerKind.ENHANCE])
+        if LayerKind.ROI in layers:
+            seeds.append(bytes([10, 0, 0, 0, 0, 0]) + layers[LayerKind.ROI])
     return seeds
 
 

@@ -276,7 +276,7 @@ def test_pack_rejects_invalid_input() -> None:
     with pytest.raises(ValueError, match="missing required layer"):
         pack(HEADER, {LayerKind.SEMANTIC_MAP: b""})
     with pytest.raises(ValueError, match="unknown layer kind"):
-        pack(HEADER, {**LAYERS, 7: b""})  # type: ignore[dict-item]
+        pack(HEADER, {**LAYERS, 9: b""})  # type: ignore[dict-item]
 
 
 def test_mutation_fuzz() -> None:

@@ -104,7 +104,7 @@ def test_version_1_files_cannot_carry_metadata():
     data[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(data[:crc_at])))
     with pytest.raises(CorruptData, match="needs format version 2"):
         unpack(bytes(data))
-    assert container.SUPPORTED_VERSIONS == (1, 2, 3)
+    assert container.SUPPORTED_VERSIONS == (1, 2, 3, 4)
 
 
 # ----- through the CLI, the Python API and the Pillow plugin ------------------------------------

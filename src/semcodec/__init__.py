@@ -17,11 +17,20 @@ def encode(
     quality: int = DEFAULT_QUALITY,
     model: str = DEFAULT_MODEL,
     residual: str = DEFAULT_RESIDUAL,
+    roi=None,
+    roi_strength: float | None = None,
 ) -> bytes:
-    """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes."""
-    from .codec import encode as _encode
+    """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes.
 
-    return _encode(image, quality=quality, model=model, residual=residual)
+    ``roi`` names the classes (CLASSES) whose pixels get the residual's bits: "car,pedestrian",
+    with optional weights "car:2", a list of names or a dict name -> weight; ``roi_strength``
+    (0..4, default 1) how much the rest gives up (docs/roi.md). RoiError on a bad name.
+    """
+    from .codec import encode as _encode
+    from .roi import parse_roi
+
+    roi_config = parse_roi(roi, roi_strength)
+    return _encode(image, quality=quality, model=model, residual=residual, roi_config=roi_config)
 
 
 def decode(data: bytes, layer: str = "full", model: str | None = None):

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import container, decoder, enhance, gating, runtime, segment, zoo
+from . import container, decoder, enhance, gating, roi, runtime, segment, zoo
 from .container import Header, LayerKind, Limits
 from .decoder import DecodeResult
 from .defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
@@ -79,6 +79,20 @@ class Analysis:
     modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
     _symbols: np.ndarray | None = field(default=None, repr=False)
     compact_layer: bytes | None = None  # the compact payload with every symbol, made on first need
+    roi: roi.RoiConfig | None = None  # the classes whose pixels get the residual's bits
+    _roi_plan: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    def roi_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The image the residual codes (background pre-filtered) and the rate guide, made once
+        per analysis (rate control reuses them at every quality); None without an ROI."""
+        if self.roi is None:
+            return None
+        if self._roi_plan is None:
+            h, w = self.img.rgb.shape[:2]
+            weights = roi.block_weights(self.labels, self.roi)
+            target = roi.prefilter(self.img.rgb, weights, self.roi.sigma)
+            self._roi_plan = (target, roi.rate_guide(weights, h, w))
+        return self._roi_plan
 
     @property
     def symbols(self) -> np.ndarray:
@@ -273,9 +287,11 @@ class Codec:
         quality: int = DEFAULT_QUALITY,
         residual: str = DEFAULT_RESIDUAL,
         metadata: Iterable[str] = METADATA_KINDS,
+        roi_config: roi.RoiConfig | None = None,
     ) -> bytes:
-        """Encode an image into a complete .sem file, keeping the metadata kinds named."""
-        return self.encode_with_stats(image, quality, residual, metadata)[0]
+        """Encode an image into a complete .sem file, keeping the metadata kinds named;
+        ``roi_config`` (roi.parse_roi) gives the named classes the residual's bits."""
+        return self.encode_with_stats(image, quality, residual, metadata, roi_config)[0]
 
     def encode_with_stats(
         self,
@@ -283,23 +299,27 @@ class Codec:
         quality: int = DEFAULT_QUALITY,
         residual: str = DEFAULT_RESIDUAL,
         metadata: Iterable[str] = METADATA_KINDS,
+        roi_config: roi.RoiConfig | None = None,
     ) -> tuple[bytes, EncodeStats]:
         """Encode and report bytes per layer."""
         _check_quality(quality)
-        return self.finish(self.analyse(image, metadata=metadata), quality, residual)
+        analysis = self.analyse(image, metadata=metadata, roi_config=roi_config)
+        return self.finish(analysis, quality, residual)
 
     def analyse(
         self,
         image,
         refine: RefineConfig | None = None,
         metadata: Iterable[str] = METADATA_KINDS,
+        roi_config: roi.RoiConfig | None = None,
     ) -> Analysis:
         """Run what every quality shares (map, compact layer, their payloads) once.
 
         Rate control encodes one image at several qualities: with an Analysis the networks run
         once and each further quality costs only the residual coder (``finish``). ``refine``
         overrides the Codec's latent refinement for this image; ``metadata`` names the kinds
-        of the input's metadata (icc, exif, xmp) the file keeps.
+        of the input's metadata (icc, exif, xmp) the file keeps; ``roi_config`` the regions
+        of interest every quality of this analysis favours.
         """
         clock = decoder.Clock(self.timings, self.cpu_timings)
         img = self._load(image)
@@ -325,6 +345,7 @@ class Codec:
             dict(self.cpu_timings),
             None,
             kept,
+            roi=roi_config,
         )
 
     def _compact_layer(self, analysis: Analysis) -> bytes:
@@ -455,6 +476,9 @@ class Codec:
         (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
         """
         rgb = analysis.img.rgb
+        plan = analysis.roi_plan()
+        target, guide = plan if plan is not None else (rgb, None)
+        extra = {} if guide is None else {"guide": guide}
         if self.effort < gating.VERIFY_EFFORT:
             cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
         elif self.effort < gating.LAYOUT_EFFORT:
@@ -468,9 +492,9 @@ class Codec:
 
         def code(pred: np.ndarray, layout: str | None) -> Callable[[], bytes]:
             def run() -> bytes:
-                res = rgb.astype(np.int16)
+                res = target.astype(np.int16)
                 res -= pred
-                return backend.encode(res, quality, self.effort, layout)
+                return backend.encode(res, quality, self.effort, layout, **extra)
 
             return run
 
@@ -524,6 +548,8 @@ class Codec:
             chosen, gate = self._residual(analysis, int(quality), backend, plans)
             layers.update(chosen)
             analysis.modes[int(quality)] = None if gate is None else gate[0]
+            if analysis.roi is not None:
+                layers[LayerKind.ROI] = roi.encode_roi(analysis.roi)
             clock("residual")
             backend_code = backend.code
         if img.alpha is not None:
@@ -633,9 +659,10 @@ def encode(
     model: str = DEFAULT_MODEL,
     residual: str = DEFAULT_RESIDUAL,
     metadata: Iterable[str] = METADATA_KINDS,
+    roi_config: roi.RoiConfig | None = None,
 ) -> bytes:
     """Encode a PIL image (or array/path/bytes) into .sem bytes, keeping its metadata."""
-    return get_codec(model).encode(image, quality=quality, residual=residual, metadata=metadata)
+    return get_codec(model).encode(image, quality, residual, metadata, roi_config)
 
 
 def decode(data: bytes, layer: str = "full", model: str | None = None) -> Image.Image:

@@ -37,8 +37,9 @@ __all__ = [
 
 MAGIC = b"\x89SEM\r\n\x1a\n"
 FORMAT_VERSION = 4  # the newest this module reads and writes
-# 2 adds the METADATA layer, 3 the GATING layer, 4 the ENHANCE layer; a file is written with
-# the oldest version that holds its layers, so files without them stay readable by older releases
+# 2 adds the METADATA layer, 3 the GATING layer, 4 the ROI and ENHANCE layers; a file is written
+# with the oldest version that holds its layers, so files without them stay readable by older
+# releases
 SUPPORTED_VERSIONS = (1, 2, 3, 4)
 
 
@@ -90,6 +91,7 @@ class LayerKind(IntEnum):
     ALPHA = 4
     METADATA = 5  # format version 2: ICC profile, EXIF, XMP (metadata.py)
     GATING = 6  # format version 3: each tile's prediction mode (gating.py)
+    ROI = 7  # format version 4: the regions of interest the encoder favoured (roi.py)
     ENHANCE = 8  # format version 4: where and how the enhancement network applies (enhance.py)
 
 
@@ -177,7 +179,7 @@ class Header:
 
 def _version_for(kinds: list[int]) -> int:
     """The oldest format version that can hold these layers (old readers keep reading old files)."""
-    if LayerKind.ENHANCE in kinds:
+    if LayerKind.ROI in kinds or LayerKind.ENHANCE in kinds:
         return 4
     if LayerKind.GATING in kinds:
         return 3
@@ -196,6 +198,8 @@ def _layer_set_problem(
             return f"layer kind {kind} (METADATA) needs format version 2, file says {version}"
         if kind == LayerKind.GATING and version < 3:
             return f"layer kind {kind} (GATING) needs format version 3, file says {version}"
+        if kind == LayerKind.ROI and version < 4:
+            return f"layer kind {kind} (ROI) needs format version 4, file says {version}"
         if kind == LayerKind.ENHANCE and version < 4:
             return f"layer kind {kind} (ENHANCE) needs format version 4, file says {version}"
         if kind in seen:
@@ -210,6 +214,8 @@ def _layer_set_problem(
         return "missing required layer COMPACT"
     if LayerKind.GATING in seen and LayerKind.RESIDUAL not in seen:
         return "GATING layer present without a RESIDUAL layer"
+    if LayerKind.ROI in seen and LayerKind.RESIDUAL not in seen:
+        return "ROI layer present without a RESIDUAL layer"
     has_alpha = LayerKind.ALPHA in seen
     if has_alpha != (header.mode == "RGBA"):
         return (

@@ -32,6 +32,7 @@ from .intenhance import Adjust
 from .maplayer import map_shape
 from .metadata import Metadata, decode_metadata
 from .parts import DecoderParts, find_parts
+from .roi import decode_roi
 from .tiling import DEFAULT_TILING, MIN_SIDE, MULTIPLE, Tiling, blocks, grow
 
 # (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
@@ -187,6 +188,8 @@ class Decoder:
         meta = Metadata()
         if LayerKind.METADATA in layers:
             meta = decode_metadata(layers[LayerKind.METADATA])
+        if LayerKind.ROI in layers:  # informative (what the encoder favoured), but well formed
+            decode_roi(layers[LayerKind.ROI])
         clock("unpack")
         h, w = header.height, header.width
         mh, mw = map_shape(header)

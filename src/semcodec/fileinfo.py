@@ -56,6 +56,7 @@ def file_info(data: bytes) -> dict[str, Any]:
         "bpp": bpp(len(data), w, h),
         "classes": class_shares(labels),
         "prediction": gate,
+        "roi": _roi_info(layers.get(container.LayerKind.ROI), labels, header),
         "enhancement": _enhance_info(layers.get(container.LayerKind.ENHANCE), header),
     }
 
@@ -96,6 +97,14 @@ def format_info(name: str, d: dict[str, Any]) -> str:
             f"  enhance    {100 * e['tiles_on']:.0f} % of {e['tiles']} tiles of {e['tile_px']} px; "
             f"gain {gains}" + ("; per-class offsets" if e["offsets"] else "")
         )
+    r = d.get("roi")
+    if r is not None:
+        names = ", ".join(f"{k}" + (f":{w:g}" if w != 1 else "") for k, w in r["classes"].items())
+        lines.append(
+            f"  roi        {names}; strength {r['strength']:g} (background blur "
+            f"{r['background_blur_px']:g} px, AV1 delta-q rate guide), margin {r['margin_px']} px, "
+            f"{100 * r['coverage']:.1f} % of the map"
+        )
     if d.get("classes"):
         shares = ", ".join(f"{k} {100 * v:.1f} %" for k, v in d["classes"].items())
         lines.append(f"  classes    {shares}")
@@ -103,6 +112,23 @@ def format_info(name: str, d: dict[str, Any]) -> str:
         kept = ", ".join(f"{k.upper()} {n} bytes" for k, n in d["metadata"].items())
         lines.append(f"  metadata   {kept} (before compression)")
     return "\n".join(lines)
+
+
+def _roi_info(data: bytes | None, labels: Any, header: container.Header) -> dict[str, Any] | None:
+    """The ROI classes, weights, strength and margin a file records, and the share it covers."""
+    if data is None:
+        return None
+    from .roi import SIGMA_PER_STRENGTH, coverage, decode_roi
+
+    cfg = decode_roi(data)
+    stored = labels[:: header.map_scale, :: header.map_scale]
+    return {
+        "classes": cfg.names,
+        "strength": cfg.strength,
+        "margin_px": cfg.margin * header.map_scale,
+        "background_blur_px": SIGMA_PER_STRENGTH * cfg.strength,
+        "coverage": coverage(stored, cfg),
+    }
 
 
 def _release_text(release: dict | None) -> str:

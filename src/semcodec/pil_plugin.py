@@ -2,7 +2,8 @@
 
 Opening reads only the header (size and mode are known before any pixel work, and torch is not
 imported); the learned decoder runs in ``load()``. Saving encodes with the codec's defaults,
-overridable with the save parameters ``quality``, ``model`` and ``residual``.
+overridable with the save parameters ``quality``, ``model``, ``residual``, ``roi`` and
+``roi_strength``.
 """
 
 from __future__ import annotations
@@ -105,10 +106,12 @@ class SemImageFile(ImageFile.ImageFile):
 
 def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
     """Encode with semcodec; save params: quality (0..100), model (bundle name), residual,
-    metadata ("all", "none" or "icc,exif,xmp"), icc_profile / exif / xmp (else the image's)."""
+    metadata ("all", "none" or "icc,exif,xmp"), icc_profile / exif / xmp (else the image's),
+    roi ("car,pedestrian:2", a list or a dict of class weights) and roi_strength (0..4)."""
     from .codec import get_codec
     from .defaults import DEFAULT_QUALITY, DEFAULT_RESIDUAL
     from .metadata import parse_selection
+    from .roi import parse_roi
 
     params = im.encoderinfo
     codec = get_codec(params.get("model", DEFAULT_MODEL))
@@ -122,6 +125,7 @@ def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
             quality=int(params.get("quality", DEFAULT_QUALITY)),
             residual=params.get("residual", DEFAULT_RESIDUAL),
             metadata=parse_selection(str(params.get("metadata", "all"))),
+            roi_config=parse_roi(params.get("roi"), params.get("roi_strength")),
         )
     )
 

@@ -40,12 +40,16 @@ CASES = {
     "rgb-q30-enhance-native": (96, 80, "RGB", 30, "native"),
     "rgb-unknown-base": (96, 64, "RGB", 0, "avif"),
     "rgb-q20-unknown": (96, 64, "RGB", 20, "avif"),
+    # format version 4: an ROI layer (the encoder favoured these classes; decoding ignores it)
+    "rgb-q50-roi": (128, 96, "RGB", 50, "avif"),
 }
 #: cases only for releases with an enhancement network: the layer is set here (gains per
 #: class, offsets, a tile mask), whatever the encoder would choose
 ENHANCED = ("rgb-q40-enhance", "rgb-q30-enhance-native")
 #: cases only for releases whose map has UNKNOWN: a block of the map is set to it
 UNKNOWN_MAP = ("rgb-unknown-base", "rgb-q20-unknown")
+#: cases encoded with regions of interest (roi.parse_roi's form)
+ROI = {"rgb-q50-roi": "sky,building:2,road"}
 #: cases encoded with a fixed gating configuration (the others with the codec's default)
 GATING = {"rgb-q50-nocompact": {"modes": (2,)}}
 #: cases drawn by ``structured`` (straight edges beside smooth areas) instead of ``synthetic``
@@ -186,6 +190,10 @@ def main(model: str = "default", add: bool = False) -> None:
             data = unknown_file(codec, picture, q, residual)
         elif name in ENHANCED:
             data = enhanced_file(enc.encode(picture, quality=q, residual=residual), i)
+        elif name in ROI:
+            from semcodec.roi import parse_roi
+
+            data = enc.encode(picture, q, residual, roi_config=parse_roi(ROI[name], 1.5))
         else:
             data = enc.encode(picture, quality=q, residual=residual)
         (out / f"{name}.sem").write_bytes(data)

@@ -51,10 +51,13 @@ class ResidualBackend(ABC):
         quality: int,
         effort: int = DEFAULT_EFFORT,
         layout: str | None = None,
+        guide: np.ndarray | None = None,
     ) -> bytes:
         """Code an int16 (H, W, 3) residual in [-255, 255]; higher quality → more bytes,
         higher effort → more encoder time for fewer bytes (the decoder is the same).
-        ``layout`` is one of ``layouts()`` (None: the first); the payload says which it is."""
+        ``layout`` is one of ``layouts()`` (None: the first); the payload says which it is.
+        ``guide``: relative rates per 16-pixel block (roi.rate_guide) for a backend that can
+        steer its quantiser spatially; the others ignore it, and decoding never needs it."""
 
     def layouts(self, image: bool) -> tuple[str, ...]:
         """The payload layouts worth trying, best guess first; ``image``: the residual is the

@@ -220,6 +220,34 @@ def speed_for(effort: int) -> int:
     return 11 - int(effort)
 
 
+def _save_avif(
+    im: Image.Image, quality: int, speed: int, subsampling: str, guide: np.ndarray | None
+) -> bytes:
+    """One AVIF file from Pillow at fixed settings, with libaom's ROI rate guide if given."""
+    options = dict(
+        quality=quality,
+        speed=speed,
+        subsampling=subsampling,
+        max_threads=_THREADS,
+        range="full",
+        codec="auto",
+    )
+    buf = io.BytesIO()
+    if guide is None:
+        im.save(buf, "AVIF", **options)
+        return buf.getvalue()
+    from semcodec.roi import guide_file
+
+    with guide_file(guide) as path:
+        advanced = {
+            "deltaq-mode": "3",
+            "enable-rate-guide-deltaq": "1",
+            "rate-distribution-info": path,
+        }
+        im.save(buf, "AVIF", advanced=advanced, **options)
+    return buf.getvalue()
+
+
 class AvifBackend(ResidualBackend):
     """Residual as an 8-bit AVIF image (libaom via Pillow), 4:4:4 unless told otherwise."""
 
@@ -238,10 +266,13 @@ class AvifBackend(ResidualBackend):
         quality: int,
         effort: int = DEFAULT_EFFORT,
         layout: str | None = None,
+        guide: np.ndarray | None = None,
     ) -> bytes:
         """Map to 8 bits and encode; ``quality`` is passed to AVIF unchanged (0..100), effort
         e to libaom's speed 11 - e (effort 5: speed 6), ``layout`` the chroma subsampling
-        (4:4:4 by default; the AV1 data records it, so decoding needs no flag)."""
+        (4:4:4 by default; the AV1 data records it, so decoding needs no flag). ``guide``
+        (roi.rate_guide) steers libaom's delta-q per superblock; the AV1 data carries the
+        quantisers, so the decoder is unchanged."""
         check_residual(residual)
         q = check_quality(quality)
         subsampling = _SUBSAMPLING if layout is None else layout
@@ -249,18 +280,7 @@ class AvifBackend(ResidualBackend):
             raise ValueError(f"avif residual: unknown layout {layout!r}")
         _require_avif()
         r8 = to_uint8(residual, _SCALE_NUM, _SCALE_DEN, _OFFSET)
-        buf = io.BytesIO()
-        Image.fromarray(r8, "RGB").save(
-            buf,
-            "AVIF",
-            quality=q,
-            speed=speed_for(effort),
-            subsampling=subsampling,
-            max_threads=_THREADS,
-            range="full",
-            codec="auto",
-        )
-        avif = buf.getvalue()
+        avif = _save_avif(Image.fromarray(r8, "RGB"), q, speed_for(effort), subsampling, guide)
         height, width = residual.shape[:2]
         parts = split_avif(avif, width, height)
         if parts is None:

@@ -417,9 +417,11 @@ class NativeBackend(ResidualBackend):
         quality: int,
         effort: int = DEFAULT_EFFORT,
         layout: str | None = None,
+        guide: np.ndarray | None = None,
     ) -> bytes:
         """Quantise and code a residual; ``quality`` 100 is near-lossless. ``effort`` changes
-        nothing here (one coding path), so every level gives the same bytes."""
+        nothing here (one coding path), so every level gives the same bytes; one step size for
+        the whole image, so an ROI rate ``guide`` is ignored (the ROI pre-filter still acts)."""
         if layout not in (None, "default"):
             raise ValueError(f"native residual: unknown layout {layout!r}")
         check_residual(residual)
