@@ -44,7 +44,9 @@ def attach(
     enh_data: Path | None,
     name: str = "default",
 ) -> Path:
-    """Write '<dest>/<name>-<sha8>.pt'; returns its path."""
+    """Write '<dest>/<name>-<sha8>.pt'; returns its path. The segmentation checkpoint is taken
+    as a fine-tune of the source bundle's network (`train seg --init`): its steps and hours add
+    to the source's."""
     src = load_bundle(str(source))
     spec = replace(src.spec, name=name, weights=None)
     info = dict(src.info)
@@ -53,7 +55,14 @@ def attach(
         weights, steps, hours = seg_source(seg_ckpt)
         seg = build_segnet(seg_config or spec.seg)
         seg.load_state_dict({k: v.float() for k, v in weights.items()})
-        info.update(seg_steps=steps, seg_hours=hours, seg_from=f"{src.name}-{src.hash[:8]}")
+        # a fine-tune of the source's network (train seg --init): the totals stay cumulative
+        info.update(
+            seg_steps=int(info.get("seg_steps", 0)) + steps,
+            seg_hours=float(info.get("seg_hours", 0.0)) + hours,
+            seg_finetune_steps=steps,
+            seg_finetune_hours=hours,
+            seg_from=f"{src.name}-{src.hash[:8]}",
+        )
     if seg_config:
         seg = seg if seg_ckpt is not None else _reconfigured(src.seg, seg_config)
         spec = replace(spec, seg=seg_config)
