@@ -1,7 +1,7 @@
 """Photos beside their semantic maps, for the docs: what the map says about people.
 
     python tools/people_maps.py --images ../shared/data/kodak --names kodim04,kodim05 \
-        --model default --out docs/crops/maps [--weights CKPT --label new]
+        --weights old=OLD.pt --weights new=models/default-28b3a382.pt --out docs/crops/maps
 
 Each output is the photo (scaled to 256 px high) with the map of each model named beside it,
 in the CamVid palette (UNKNOWN black), each panel labelled.
