@@ -167,18 +167,23 @@ def enhancement_lines(enh: Mapping[str, Any] | None, markdown: bool = False) -> 
         if markdown:
             out += [
                 "",
-                "| quality | files with the layer | layer bytes | PSNR gain dB | largest class gains dB |",
-                "|---:|---:|---:|---:|---|",
+                "| quality | files with the layer | tiles enhanced | layer bytes | PSNR gain dB "
+                "| largest class gains dB |",
+                "|---:|---:|---:|---:|---:|---|",
             ]
         for q, r in e["per_quality"].items():
             top = sorted(r["class_psnr_gain"].items(), key=lambda kv: -kv[1])[:3]
             classes = ", ".join(f"{k} {v:+.2f}" for k, v in top) or "—"
             share, nbytes, gain = 100 * r["files_with_layer"], r["layer_bytes"], r["psnr_gain"]
+            tiles = 100 * r.get("tiles_enhanced", 0.0)
             if markdown:
-                out.append(f"| {q} | {share:.0f} % | {nbytes:.0f} | {gain:+.3f} | {classes} |")
+                out.append(
+                    f"| {q} | {share:.0f} % | {tiles:.0f} % | {nbytes:.0f} | {gain:+.3f} | {classes} |"
+                )
             else:
                 out.append(
-                    f"  q {q:>6}  layer in {share:5.1f} % of files, {nbytes:5.1f} bytes, PSNR {gain:+.3f} dB; {classes}"
+                    f"  q {q:>6}  layer in {share:5.1f} % of files, tiles {tiles:5.1f} %, "
+                    f"{nbytes:5.1f} bytes, PSNR {gain:+.3f} dB; {classes}"
                 )
     return out
 
