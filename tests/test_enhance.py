@@ -254,11 +254,29 @@ def test_pays_rejects_an_empty_mask() -> None:
     assert not pays(EnhanceChoice(adj, np.zeros((1, 1, 3), np.uint8), 10.0, 1.0), 1000, 10, 50)
 
 
-def test_unknown_label_has_no_class_conditioning() -> None:
+def test_unknown_label_conditions_the_networks_as_unknown_as() -> None:
+    from semcodec.classes import UNKNOWN_AS
     from semcodec.models.compnet import one_hot_map
 
     oh = one_hot_map(torch.tensor([[[0, 10, 11]]]), 11)
-    assert oh[0, :, 0, 2].sum() == 0 and oh[0, 10, 0, 1] == 1
+    assert oh[0, :, 0, 2].sum() == 1 and oh[0, UNKNOWN_AS, 0, 2] == 1 and oh[0, 10, 0, 1] == 1
+
+
+def test_integer_generators_read_unknown_as_the_float_one_does() -> None:
+    """numpy and torch integer generators: an UNKNOWN map position is classes.UNKNOWN_AS."""
+    from semcodec.classes import UNKNOWN_AS
+    from semcodec.models.fixed import torch_kernel
+
+    codec = Codec("tiny")
+    parts = codec.decoder.parts
+    rng = np.random.default_rng(0)
+    symbols = rng.integers(0, parts.levels, (parts.channels, 4, 4))
+    labels = rng.integers(0, 11, (4, 4))
+    labels[1:3, 1:3] = 11
+    as_class = np.where(labels == 11, UNKNOWN_AS, labels)
+    numpy_out = parts.int_generator().forward(symbols, labels)
+    assert np.array_equal(numpy_out, parts.int_generator().forward(symbols, as_class))
+    assert np.array_equal(numpy_out, torch_kernel(parts.generator)(symbols, labels))
 
 
 def test_unknown_map_round_trip_and_info() -> None:

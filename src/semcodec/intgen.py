@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .classes import UNKNOWN_AS
+
 FACTOR = 8  # compact layer → pixels
 ENH_SHIFT = 16  # the last conv's grid, 2**-16 of the [-1, 1] range
 RGB = 3  # the first three compact channels are the base image's colours
@@ -147,7 +149,8 @@ class IntGenerator:
         qb = np.round(u / base_step(levels)).astype(np.float32)  # exact: a power of two
         # pixel_unshuffle to HWC: channel index c*s*s + dy*s + dx
         qb = qb.reshape(c, h, s, w, s).transpose(1, 3, 0, 2, 4).reshape(h, w, c * s * s)
-        lab = np.clip(labels.astype(np.int64), 0, classes)  # unknown (= classes): no class
+        lab = np.maximum(labels.astype(np.int64), 0)
+        lab = np.where(lab >= classes, UNKNOWN_AS, lab)  # the map's UNKNOWN: classes.py
         rep = FACTOR // s
         lab = np.repeat(np.repeat(lab, rep, axis=0), rep, axis=1)[:h, :w]
         oh = (lab[:, :, None] == np.arange(classes)[None, None, :]).astype(np.float32)

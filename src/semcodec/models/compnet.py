@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..classes import UNKNOWN_AS
+
 
 @dataclass(frozen=True)
 class CompNetConfig:
@@ -79,9 +81,10 @@ def one_hot_map(
     labels: torch.Tensor, num_classes: int, size: tuple[int, int] | None = None
 ) -> torch.Tensor:
     """(B,h,w) integer labels → (B,C,H,W) one-hot, nearest-upsampled to `size`; an unknown
-    label (num_classes and above, the map's UNKNOWN) is all zeros."""
-    oh = F.one_hot(labels.long().clamp(0, num_classes), num_classes + 1)[..., :num_classes]
-    oh = oh.permute(0, 3, 1, 2).float()
+    label (num_classes and above, the map's UNKNOWN) counts as classes.UNKNOWN_AS."""
+    lab = labels.long().clamp(min=0)
+    lab = torch.where(lab >= num_classes, UNKNOWN_AS, lab)
+    oh = F.one_hot(lab, num_classes).permute(0, 3, 1, 2).float()
     if size is not None and tuple(oh.shape[-2:]) != tuple(size):
         oh = F.interpolate(oh, size=size, mode="nearest")
     return oh

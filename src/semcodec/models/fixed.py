@@ -169,8 +169,9 @@ class FixedGenerator:
             u = integer_base(symbols, levels)
             h, w = u.shape[-2] // s, u.shape[-1] // s
             qb = torch.round(u.double() / base_step(levels)).float()  # exact: a power of two
-            oh = F.one_hot(labels.long().clamp(0, classes), classes + 1)[..., :classes]
-            oh = oh.permute(0, 3, 1, 2)  # an unknown label (= classes) is all zeros
+            lab = labels.long().clamp(min=0)
+            lab = torch.where(lab >= classes, intgen.UNKNOWN_AS, lab)  # UNKNOWN: classes.py
+            oh = F.one_hot(lab, classes).permute(0, 3, 1, 2)
             # the map is constant on 8x8 blocks: its s*s unshuffled copies are one channel at 1/s
             oh = F.interpolate(oh.float(), size=(h, w), mode="nearest")
             x = torch.cat([F.pixel_unshuffle(qb, s), oh], 1)
