@@ -584,7 +584,11 @@ class Codec:
     ) -> tuple[bytes, dict[LayerKind, bytes]]:
         """The file with an ENHANCE layer fitted to the original, where that lowers its cost."""
         dec = self.decoder
+        wall, cpu = dict(self.timings), dict(self.cpu_timings)
         result = dec.decode(data)
+        for mine, kept in ((self.timings, wall), (self.cpu_timings, cpu)):
+            mine.clear()  # the decoder may share these dicts: keep the encode's stages
+            mine.update(kept)
         assert dec.enhancer is not None and result.pixels is not None
         choice = enhance.choose(
             dec.enhancer, original, result.pixels, result.semantic_map, quality, self.effort

@@ -76,6 +76,7 @@ ENCODE_STAGES: tuple[str, ...] = (
     "compact_coding",
     "generator",
     "residual_coding",
+    "enhancement",
     "container",
     "other",
 )
@@ -85,6 +86,7 @@ DECODE_STAGES: tuple[str, ...] = (
     "compact_coding",
     "generator",
     "residual_coding",
+    "enhancement",
     "other",
 )
 
@@ -218,6 +220,7 @@ _CODEC_STAGES: dict[str, str] = {
     "pack": "container",
     "unpack": "container",
     "gating": "generator",  # decoder: the blend of a gated file's predictions
+    "enhance": "enhancement",  # the enhancement network (encoder: its fit and the check)
 }
 _UNREPORTED = {"alpha", "assemble"}
 
