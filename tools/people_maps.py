@@ -66,8 +66,8 @@ def main() -> None:
         for p in panels:
             out.paste(p, (x, 0))
             x += p.width
-        out.save(args.out / f"{name}.png", optimize=True)
-        print(args.out / f"{name}.png")
+        out.save(args.out / f"map-{name}.png", optimize=True)
+        print(args.out / f"map-{name}.png")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 For each photo: the file with ``--roi`` at a quality, then the largest uniform file that is
 not larger (ratecontrol.search_quality); both decoded, and a crop where the codec's ROI is
-densest saved as original | uniform | ROI side by side (docs/crops/roi/NAME.png). Prints the
+densest saved as original | uniform | ROI side by side (docs/crops/roi/roi-NAME.png). Prints the
 bytes and the PSNR inside and outside the codec's ROI (its map plus margin) for each.
 
     .venv/bin/python tools/roi_crops.py [--kodak DIR] [--camvid DIR] [--out docs/crops/roi]
@@ -58,7 +58,7 @@ def one(codec: Codec, rgb: np.ndarray, quality: int, name: str, out: Path) -> st
     strip = np.concatenate(
         [p for im in panels for p in (im[y : y + ch, x : x + cw], gap)][:-1], axis=1
     )
-    Image.fromarray(strip).save(out / f"{name}.png", optimize=True)
+    Image.fromarray(strip).save(out / f"roi-{name}.png", optimize=True)
     cells = [f"{name}", f"{len(uniform)} (q{q_uni})", f"{len(with_roi)} (q{quality})"]
     for d in dec:
         cells.append(f"{_psnr(rgb[mask], d[mask]):.2f} / {_psnr(rgb[~mask], d[~mask]):.2f}")
