@@ -70,22 +70,28 @@ class EnhanceNet(nn.Module):
         idx = F.interpolate(idx[:, None].float(), size=size, mode="nearest")[:, 0].long()
         return idx
 
-    def correction(
+    def hidden(
         self, decoded: torch.Tensor, labels: torch.Tensor, quality: torch.Tensor
-    ) -> torch.Tensor:
-        """The correction in pixel levels (B,3,H,W) of decoded uint8-valued pixels (float)."""
-        s = self.cfg.s2d
-        x = F.pixel_unshuffle((decoded - CENTRE) / IN_SCALE, s)
+    ) -> list[torch.Tensor]:
+        """Each hidden layer's ReLU output: the first with its class and quality biases."""
+        x = F.pixel_unshuffle((decoded - CENTRE) / IN_SCALE, self.cfg.s2d)
         h = self.first(x)
         idx = self.label_index(labels, h.shape[-2:])
         q = (quality.float() / 100.0).view(-1, 1, 1, 1)
         cb = self.class_bias[idx].permute(0, 3, 1, 2) + q * (
             self.quality_bias.view(1, -1, 1, 1) + self.class_quality[idx].permute(0, 3, 1, 2)
         )
-        h = F.relu(h + cb)
+        out = [F.relu(h + cb)]
         for conv in self.body:
-            h = F.relu(conv(h))
-        return F.pixel_shuffle(self.last(h), s) * OUT_SCALE
+            out.append(F.relu(conv(out[-1])))
+        return out
+
+    def correction(
+        self, decoded: torch.Tensor, labels: torch.Tensor, quality: torch.Tensor
+    ) -> torch.Tensor:
+        """The correction in pixel levels (B,3,H,W) of decoded uint8-valued pixels (float)."""
+        h = self.hidden(decoded, labels, quality)[-1]
+        return F.pixel_shuffle(self.last(h), self.cfg.s2d) * OUT_SCALE
 
     def forward(
         self, decoded: torch.Tensor, labels: torch.Tensor, quality: torch.Tensor
@@ -111,20 +117,9 @@ def activation_maxima(
 ) -> list[float]:
     """The largest ReLU output of each hidden layer over calibration (decoded, labels, quality)."""
     net.eval()
-    s = net.cfg.s2d
     top = [0.0] * (net.cfg.layers + 1)
     for decoded, labels, quality in calibration:
-        x = F.pixel_unshuffle((decoded - CENTRE) / IN_SCALE, s)
-        h = net.first(x)
-        idx = net.label_index(labels, h.shape[-2:])
-        q = (quality.float() / 100.0).view(-1, 1, 1, 1)
-        cb = net.class_bias[idx].permute(0, 3, 1, 2) + q * (
-            net.quality_bias.view(1, -1, 1, 1) + net.class_quality[idx].permute(0, 3, 1, 2)
-        )
-        h = F.relu(h + cb)
-        top[0] = max(top[0], float(h.max()))
-        for i, conv in enumerate(net.body, 1):
-            h = F.relu(conv(h))
+        for i, h in enumerate(net.hidden(decoded, labels, quality)):
             top[i] = max(top[i], float(h.max()))
     return top
 
