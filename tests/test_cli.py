@@ -444,7 +444,17 @@ def test_subprocess_pipe_and_exit_codes(work: Path):
     assert np.abs(pixels(img) - pixels(work / "a.png")).mean() < 3
 
     usage = subprocess.run(_cmd("info"), capture_output=True, text=True, env=_env())
-    assert usage.returncode == 2 and "Usage:" in usage.stderr
+    assert usage.returncode == 2 and "Usage:" not in usage.stderr
+    assert usage.stderr.splitlines() == [
+        "semcodec: error: Missing argument 'FILE...'; see 'semcodec info --help'"
+    ]
+    for args in (("encode", "a.png", "-q", "101"), ("encode", "--bogus"), ("nosuchcommand",)):
+        bad_usage = subprocess.run(_cmd(*args), capture_output=True, text=True, env=_env())
+        assert bad_usage.returncode == 2, args
+        lines = bad_usage.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("semcodec: error: "), (args, lines)
+    helped = subprocess.run(_cmd("encode", "--help"), capture_output=True, text=True, env=_env())
+    assert helped.returncode == 0 and helped.stdout.startswith("Usage: semcodec encode")
     (work / "junk.sem").write_bytes(b"\x89SEM\r\n\x1a\n\x01")
     bad = subprocess.run(_cmd("info", "junk.sem"), capture_output=True, text=True, env=_env())
     assert bad.returncode == 1

@@ -146,8 +146,20 @@ def test_cli_layer_map_batch_with_workers(work: Path) -> None:
     r = _run("decode", "a.sem", "b.sem", "--layer", "map", "-d", "maps", "-j", "2")
     assert r.exit_code == 0, r.output
     for name in ("a", "b"):
-        got = np.asarray(Image.open(work / "maps" / f"{name}.png"))
+        got = np.asarray(Image.open(work / "maps" / f"{name}.map.png"))
         assert np.array_equal(got, semcodec.decode_map((work / f"{name}.sem").read_bytes()))
+
+
+def test_layer_outputs_default_to_their_own_names_beside_the_picture(work: Path) -> None:
+    """Without -o a layer never takes the picture's name: --force must not replace a photo."""
+    Image.new("RGB", (W, H), (1, 2, 3)).save("b.png")  # the original photo beside its .sem
+    before = Path("b.png").read_bytes()
+    assert _run("decode", "b.sem", "--layer", "map", "--force").exit_code == 0
+    assert _run("decode", "b.sem", "--layer", "base", "--force").exit_code == 0
+    assert Path("b.png").read_bytes() == before
+    ids = np.asarray(Image.open("b.map.png"))
+    assert np.array_equal(ids, semcodec.decode_map(work.joinpath("b.sem").read_bytes()))
+    assert Image.open("b.base.png").size == (W, H)
 
 
 def test_info_lists_the_classes_with_their_pixel_shares(work: Path) -> None:

@@ -460,6 +460,10 @@ def _output_format(fmt: str | None, output: str | None) -> str:
     return "png"
 
 
+# a layer's default output never takes the picture's name: NAME.map.png, NAME.base.png
+_LAYER_SUFFIX = {"map": ".map", "base": ".base"}
+
+
 @click.command()
 @click.argument("inputs", nargs=-1, metavar="IN...")
 @click.option(
@@ -529,7 +533,7 @@ def decode(
     if segmentation == STDIO:
         raise click.UsageError("--segmentation needs a file name")
     fmt = _output_format(fmt, output)
-    suffix = DECODE_FORMATS[fmt][1]
+    suffix = _LAYER_SUFFIX.get(layer, "") + DECODE_FORMATS[fmt][1]
     outputs = dataset.outputs(inputs, output, output_dir, suffix, output_name)
 
     def make_task(inp: str, stdin_data: bytes | None) -> _DecodeTask:

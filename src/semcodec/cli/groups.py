@@ -63,13 +63,42 @@ def _unavailable(name: str, reason: str) -> click.Command:
     )
 
 
+class OneLineUsageError(click.exceptions.ClickException):
+    """A usage error shown as the one ``semcodec: error: ...`` line, exit 2 (not click's block)."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        """Print the single error line."""
+        error(self.format_message())
+
+
+def _one_line(exc: click.UsageError) -> OneLineUsageError:
+    """The message of click's usage error, with where to find the usage."""
+    ctx = exc.ctx
+    message = exc.format_message().rstrip(".")
+    where = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+    return OneLineUsageError(message + where)
+
+
 class RootGroup(LazyGroup):
     """Root group: turns any exception into a one-line error and the right exit code."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        """Parse the root's own arguments; a usage error there is one line too."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a bare ``semcodec`` shows the help
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; map exceptions to one line + exit code (click keeps its own)."""
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:
