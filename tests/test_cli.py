@@ -298,11 +298,12 @@ def test_target_size_real(work: Path):
     got = (work / "a.sem").stat().st_size
     assert sizes[0] <= got <= target
     assert re.search(r", quality \d+$", r.stdout.strip())
-    # infeasible: the smallest file is written with a warning, exit 0
+    # infeasible: no file over the budget, one error line, exit 1
     r = run("encode", "a.png", "--target-size", "10", "-o", "small.sem", *TINY)
-    assert r.exit_code == 0
-    assert "semcodec: warning: a.png: target of 10 bytes cannot be met" in r.stderr
-    assert (work / "small.sem").read_bytes() == (work / "q0.sem").read_bytes()
+    assert r.exit_code == 1
+    assert "semcodec: error: a.png: target of 10 bytes cannot be met" in r.stderr
+    assert f"the smallest file is {sizes[0]} bytes (quality 0)" in r.stderr
+    assert not (work / "small.sem").exists()
     # bpp target: within the budget
     r = run("encode", "a.png", "--target-bpp", "3", "-o", "bpp.sem", *TINY)
     assert r.exit_code == 0

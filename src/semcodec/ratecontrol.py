@@ -32,7 +32,7 @@ def search_quality(
     Returns ``(quality, data, met)``. Assumes size grows with quality (quality ``lo`` is the
     smallest file); a returned file with ``met=True`` is always verified to fit, even if the
     encoder is not perfectly monotone. If even ``lo`` is too large, returns ``lo``'s output with
-    ``met=False`` so the caller can still write the smallest file and warn (like ``cwebp -size``).
+    ``met=False``: the command line refuses it (no file over a budget, exit 1) and says its size.
     Each quality is encoded at most once; at most ``2 + ceil(log2(hi - lo))`` encodes.
     """
     if max_bytes < 0:

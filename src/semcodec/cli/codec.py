@@ -16,6 +16,7 @@ import click
 from .. import container
 from ..classes import CLASSES
 from ..defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
+from ..errors import SemcodecError
 from ..fileinfo import bpp, file_info, format_info
 from ..labelmap import label_image
 from ..metadata import KINDS as METADATA_KINDS
@@ -138,10 +139,10 @@ def _encode_work(task: _EncodeTask) -> Outcome:
             else bytes_for_bpp(task.target_bpp or 0.0, image.width, image.height)
         )
         quality, data, met = search_quality(encode, budget)
-        if not met:
-            warnings.append(
-                f"target of {budget} bytes cannot be met; wrote the smallest file "
-                f"(quality {quality}, {len(data)} bytes)"
+        if not met:  # a script trusts the exit code: no file over its budget, and exit 1
+            raise SemcodecError(
+                f"target of {budget} bytes cannot be met: the smallest file is {len(data)} "
+                f"bytes (quality {quality}); nothing written"
             )
     else:
         quality = DEFAULT_QUALITY if task.quality is None else task.quality
