@@ -283,6 +283,12 @@ def test_info_json(work: Path):
     r = run("info", "a.sem", "g.sem", "--json")
     both = json.loads(r.stdout)
     assert [x["file"] for x in both] == ["a.sem", "g.sem"] and both[1]["mode"] == "L"
+    (work / "broken.sem").write_bytes((work / "a.sem").read_bytes()[:40])
+    r = run("info", "a.sem", "broken.sem", "--json")
+    assert r.exit_code == 1
+    good, broken = json.loads(r.stdout)  # one object per input, failures included
+    assert good["file"] == "a.sem" and good["bytes"] == size
+    assert broken["file"] == "broken.sem" and broken["error"] and "width" not in broken
     r = run("info", "a.sem")
     assert r.stdout.startswith(f"a.sem: {size} bytes, 64x48 RGB")
 

@@ -594,11 +594,12 @@ def info(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
             if debug_enabled(ctx):
                 traceback.print_exc(file=sys.stderr)
             error(with_name(name, describe_error(exc)))
+            results.append({"file": name, "error": describe_error(exc)})  # one object per input
             continue
         results.append(d)
         if not as_json:
             click.echo(format_info(name, d))
-    if as_json and results:
+    if as_json:
         click.echo(json.dumps(results[0] if len(files) == 1 else results, indent=2))
     if failed:
         if len(files) > 1:
