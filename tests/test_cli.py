@@ -153,6 +153,20 @@ def test_output_options(work: Path):
     assert run("encode", "a.png", "-o", "x.sem", "-d", "out", *TINY).exit_code == 2
 
 
+def test_in_out_form_like_avifenc(work: Path):
+    """``encode IN OUT.sem`` and ``decode IN.sem OUT.png`` name the output; nothing lands beside IN."""
+    r = run("encode", "a.png", "out.sem", "-q", "10", *TINY)
+    assert r.exit_code == 0, r.output
+    assert (work / "out.sem").exists() and not (work / "a.sem").exists()
+    r = run("decode", "out.sem", "pic.png")
+    assert r.exit_code == 0, r.output
+    assert Image.open("pic.png").size == (W, H) and not (work / "out.png").exists()
+    # two images stay a batch of two; an existing output is still not clobbered
+    r = run("encode", "a.png", "b.png", "-q", "10", *TINY)
+    assert r.exit_code == 0 and (work / "a.sem").exists() and (work / "b.sem").exists()
+    assert run("encode", "a.png", "out.sem", "-q", "10", *TINY).exit_code == 1
+
+
 def test_batch_with_bad_file(work: Path):
     (work / "out").mkdir()
     r = run("encode", "a.png", "bad.png", "g.png", "missing.png", "-d", "out", "-q", "5", *TINY)

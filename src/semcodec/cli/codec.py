@@ -70,6 +70,20 @@ _SUFFIX_FORMATS = {
     ".pgm": "ppm",
     ".pnm": "ppm",
 }
+
+
+def _in_out_form(
+    inputs: tuple[str, ...], output: str | None, output_dir: Path | None, out_suffixes: Any
+) -> tuple[tuple[str, ...], str | None]:
+    """avifenc/cjxl's ``IN OUT``: two arguments, the last named in the other side's format."""
+    if len(inputs) != 2 or output is not None or output_dir is not None:
+        return inputs, output
+    src, dst = inputs
+    if Path(dst).suffix.lower() in out_suffixes and Path(src).suffix.lower() not in out_suffixes:
+        return (src,), dst
+    return inputs, output
+
+
 _LAYER_SHORT = {
     "semantic_map": "map",
     "compact": "compact",
@@ -290,6 +304,7 @@ def encode(
         raise click.UsageError("--target-bpp and --target-size cannot be used together")
     if quality is not None and (target_bpp is not None or target_size is not None):
         raise click.UsageError("-q cannot be combined with --target-bpp/--target-size")
+    inputs, output = _in_out_form(inputs, output, output_dir, {".sem"})
     inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
     dataset.check(output)
@@ -522,6 +537,7 @@ def decode(
     dataset: DatasetOptions,
 ) -> None:
     """Decode .sem files to images (default output: IN with suffix .png; '-' is stdin/stdout)."""
+    inputs, output = _in_out_form(inputs, output, output_dir, _SUFFIX_FORMATS)
     inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
     dataset.check(output)
