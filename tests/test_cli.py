@@ -229,8 +229,29 @@ def test_no_clobber_and_force(work: Path):
 def test_refuses_to_write_over_input(work: Path):
     before = (work / "a.png").read_bytes()
     r = run("encode", "a.png", "-o", "a.png", "--force", *TINY)
+    assert r.exit_code == 2 and "name the output '.sem'" in r.stderr  # an image's name
+    (work / "pic").write_bytes(before)  # no suffix: the input check itself
+    r = run("encode", "pic", "-o", "pic", "--force", *TINY)
     assert r.exit_code == 1 and "is the input file" in r.stderr
-    assert (work / "a.png").read_bytes() == before
+    assert (work / "a.png").read_bytes() == before == (work / "pic").read_bytes()
+
+
+def test_refuses_sem_input_and_image_named_output(work: Path):
+    """Re-encoding a .sem (generation loss) and a .sem named .jpg are usage errors, no file."""
+    assert run("encode", "a.png", "-q", "20", *TINY).exit_code == 0
+    r = run("encode", "a.sem", "-o", "again.sem", *TINY)
+    assert r.exit_code == 2 and "'a.sem' is a .sem file: decode it first" in r.stderr
+    r = run("encode", "a.png", "-o", "z.jpg", *TINY)
+    assert r.exit_code == 2 and "not .jpg" in r.stderr
+    assert not (work / "again.sem").exists() and not (work / "z.jpg").exists()
+    r = run("encode", "a.png", "-o", "z.bin", "-q", "20", *TINY)  # another name is the user's choice
+    assert r.exit_code == 0 and container.unpack((work / "z.bin").read_bytes())
+
+
+def test_roi_at_quality_zero_is_one_warning(work: Path):
+    r = run("encode", "a.png", "-q", "0", "--roi", "car", "-o", "r.sem", *TINY)
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count("semcodec: warning: --roi has no effect at -q 0") == 1
 
 
 def test_corrupt_file_one_line_error_and_no_output(work: Path):

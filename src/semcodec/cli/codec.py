@@ -7,6 +7,7 @@ import io
 import json
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from .common import (
     describe_error,
     effort_option,
     error,
+    warning,
     with_name,
 )
 from .dataset import DatasetOptions, dataset_options
@@ -307,6 +309,9 @@ def encode(
     inputs, output = _in_out_form(inputs, output, output_dir, {".sem"})
     inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
+    _check_encode_names(inputs, output)
+    if roi_config is not None and quality == 0:
+        warning("--roi has no effect at -q 0 (no residual to steer); encoding without it")
     dataset.check(output)
     outputs = dataset.outputs(inputs, output, output_dir, ".sem", output_name)
 
@@ -342,6 +347,19 @@ def encode(
         command="encode",
         check=_existing_sem,
     )
+
+
+def _check_encode_names(inputs: Sequence[str], output: str | None) -> None:
+    """No generation loss or mislabelled file by accident: no .sem input, no image-named output."""
+    for inp in inputs:
+        if inp != STDIO and Path(inp).suffix.lower() == ".sem":
+            raise click.UsageError(
+                f"'{inp}' is a .sem file: decode it first (re-encoding it loses quality)"
+            )
+    if output not in (None, STDIO) and Path(output).suffix.lower() in _SUFFIX_FORMATS:
+        raise click.UsageError(
+            f"encode writes .sem files, not {Path(output).suffix}: name the output '.sem'"
+        )
 
 
 def _roi_config(ctx: click.Context, spec: str | None, strength: float | None) -> Any:
