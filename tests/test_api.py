@@ -167,3 +167,23 @@ def test_analyse_once_then_finish_equals_plain_encodes():
         assert codec.finish(analysis, q, "native")[0] == codec.encode(img, q, "native")
     with pytest.raises(ValueError):
         codec.finish(analysis, 101)
+
+
+def test_plugin_opens_the_longest_header(tmp_path: Path):
+    """A format-4 file with every layer kind and a 64-character model name is identified."""
+    from dataclasses import replace
+
+    from semcodec.container import LayerKind
+    from semcodec.metadata import Metadata, encode_metadata
+
+    header, layers = container.unpack(semcodec.encode(_rgb(4), quality=50, **TINY))
+    layers[LayerKind.METADATA] = encode_metadata(Metadata(xmp=b"<x/>"))
+    for kind in LayerKind:
+        layers.setdefault(kind, b"\x00")
+    header = replace(header, mode="RGBA", model_name="m" * container.MAX_MODEL_NAME)
+    data = container.pack(header, layers)
+    assert len(layers) == 8 and len(data) > container.MAX_HEADER_SIZE
+    path = tmp_path / "long.sem"
+    path.write_bytes(data)
+    with Image.open(path) as im:
+        assert im.format == "SEM" and im.size == (W, H) and im.info["xmp"] == b"<x/>"

@@ -22,7 +22,7 @@ FORMAT = "SEM"
 MIME = "image/x-sem"
 EXTENSION = ".sem"
 # The largest possible header: 39 fixed/table bytes + a 64-byte model name + 4 layer entries.
-_MAX_HEADER = 39 + container.MAX_MODEL_NAME + 9 * 5  # format version 2: up to 5 layers
+_MAX_HEADER = container.MAX_HEADER_SIZE  # any version's longest header
 
 
 def _accept(prefix: bytes) -> bool:
