@@ -619,3 +619,18 @@ def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal
     assert list((work / "out").iterdir()) == [], err
     assert proc.returncode == 130, err
     assert err.decode().strip().splitlines()[-1] == "semcodec: error: interrupted"
+
+
+def test_binary_to_a_terminal_is_a_usage_error(work: Path, monkeypatch: pytest.MonkeyPatch):
+    """Like cwebp and avifenc: a usage problem, exit 2, before any work."""
+    from semcodec.cli import batch
+
+    class Tty(io.BytesIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(batch, "_stdout_binary", lambda: Tty())
+    r = run("encode", "a.png", "-o", "-", *TINY)
+    assert r.exit_code == 2 and "refusing to write binary data to a terminal" in r.stderr
+    r = run("decode", "-", input=b"\x89SEM")
+    assert r.exit_code == 2 and "refusing to write binary data to a terminal" in r.stderr

@@ -264,6 +264,9 @@ def output_name(inp: str, output: str | None, output_dir: Path | None, suffix: s
     return str(output_dir / target.name) if output_dir is not None else str(target)
 
 
+_TERMINAL = "refusing to write binary data to a terminal (use -o FILE or a pipe)"
+
+
 def check_io_args(inputs: Sequence[str], output: str | None, output_dir: Path | None) -> None:
     """Usage rules shared by encode and decode (exit 2)."""
     if output is not None and output_dir is not None:
@@ -272,6 +275,9 @@ def check_io_args(inputs: Sequence[str], output: str | None, output_dir: Path | 
         raise click.UsageError("-o takes one input; use -d DIR for several")
     if STDIO in inputs and len(inputs) > 1:
         raise click.UsageError("'-' (stdin) must be the only input")
+    to_stdout = output == STDIO or (output is None and output_dir is None and STDIO in inputs)
+    if to_stdout and _stdout_binary().isatty():
+        raise click.UsageError(_TERMINAL)
     if output_dir is not None and not output_dir.is_dir():
         raise SemcodecError(f"output directory {str(output_dir)!r} does not exist")
 
@@ -282,7 +288,7 @@ def plan_problem(
     """Why writing ``out`` for ``inp`` must be refused before any work is done, or None."""
     if out == STDIO:
         if _stdout_binary().isatty():
-            return "refusing to write binary data to a terminal (use -o FILE or a pipe)"
+            return _TERMINAL
         return None
     if inp != STDIO and _same_file(inp, out):
         return f"output {out!r} is the input file"
