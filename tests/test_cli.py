@@ -634,3 +634,12 @@ def test_binary_to_a_terminal_is_a_usage_error(work: Path, monkeypatch: pytest.M
     assert r.exit_code == 2 and "refusing to write binary data to a terminal" in r.stderr
     r = run("decode", "-", input=b"\x89SEM")
     assert r.exit_code == 2 and "refusing to write binary data to a terminal" in r.stderr
+
+
+def test_a_missing_input_reads_the_same_in_every_command(work: Path):
+    for command in ("encode", "decode", "info"):
+        r = run(command, "nope.x", *(TINY if command == "encode" else ()))
+        assert r.exit_code == 1, command
+        assert r.stderr.splitlines() == [
+            "semcodec: error: cannot read 'nope.x': No such file or directory"
+        ], command

@@ -236,7 +236,10 @@ def read_input(name: str, stdin_data: bytes | None) -> bytes:
     if name == STDIO:
         assert stdin_data is not None
         return stdin_data
-    return Path(name).read_bytes()
+    try:
+        return Path(name).read_bytes()
+    except OSError as exc:  # the same words as an image the encoder cannot read
+        raise SemcodecError(f"cannot read {name!r}: {exc.strerror or exc}") from None
 
 
 def _same_file(a: str, b: str) -> bool:
