@@ -118,14 +118,15 @@ def test_decode_skip_existing_decodes_images_in_full(work: Path, layer: str):
     args = ["decode", *sems, "-d", "dec", "--layer", layer]
     assert run(*args).exit_code == 0
     first = files(work / "dec")
-    png = first["b.png"]
-    (work / "dec" / "b.png").write_bytes(png[: len(png) - 20])  # pixels cut short, no IEND
-    (work / "dec" / "c.png").write_bytes(first["a.png"][:-12])  # all pixels, no IEND
+    ext = ".map.png" if layer == "map" else ".png"  # a layer's own output name
+    png = first[f"b{ext}"]
+    (work / "dec" / f"b{ext}").write_bytes(png[: len(png) - 20])  # pixels cut short, no IEND
+    (work / "dec" / f"c{ext}").write_bytes(first[f"a{ext}"][:-12])  # all pixels, no IEND
     r = run(*args, "--skip-existing", "--report", "-")
     assert r.exit_code == 1
     status = [x.get("status") for x in records(r.stdout)]
     assert status == ["skipped", "failed", "failed", None]
-    assert "cannot skip 'dec/b.png'" in r.stderr and "cannot skip 'dec/c.png'" in r.stderr
+    assert f"cannot skip 'dec/b{ext}'" in r.stderr and f"cannot skip 'dec/c{ext}'" in r.stderr
     assert run(*args, "--skip-existing", "--force").exit_code == 0
     assert files(work / "dec") == first
 
