@@ -21,8 +21,7 @@ __all__ = ["FORMAT", "MIME", "SemImageFile"]
 FORMAT = "SEM"
 MIME = "image/x-sem"
 EXTENSION = ".sem"
-# The largest possible header: 39 fixed/table bytes + a 64-byte model name + 4 layer entries.
-_MAX_HEADER = container.MAX_HEADER_SIZE  # any version's longest header
+_MAX_HEADER = container.MAX_HEADER_SIZE  # any version's longest header: the prefix to read
 
 
 def _accept(prefix: bytes) -> bool:

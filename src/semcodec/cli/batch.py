@@ -290,7 +290,7 @@ def plan_problem(
 ) -> str | None:
     """Why writing ``out`` for ``inp`` must be refused before any work is done, or None."""
     if out == STDIO:
-        if _stdout_binary().isatty():
+        if _stdout_binary().isatty():  # `segment` plans without check_io_args
             return _TERMINAL
         return None
     if inp != STDIO and _same_file(inp, out):

@@ -7,7 +7,7 @@ import io
 import json
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,7 +75,10 @@ _SUFFIX_FORMATS = {
 
 
 def _in_out_form(
-    inputs: tuple[str, ...], output: str | None, output_dir: Path | None, out_suffixes: Any
+    inputs: tuple[str, ...],
+    output: str | None,
+    output_dir: Path | None,
+    out_suffixes: Container[str],
 ) -> tuple[tuple[str, ...], str | None]:
     """avifenc/cjxl's ``IN OUT``: two arguments, the last named in the other side's format."""
     if len(inputs) != 2 or output is not None or output_dir is not None:
@@ -354,7 +357,7 @@ def _check_encode_names(inputs: Sequence[str], output: str | None) -> None:
     for inp in inputs:
         if inp != STDIO and Path(inp).suffix.lower() == ".sem":
             raise click.UsageError(
-                f"'{inp}' is a .sem file: decode it first (re-encoding it loses quality)"
+                f"{inp!r} is a .sem file: decode it first (re-encoding it loses quality)"
             )
     if output not in (None, STDIO) and Path(output).suffix.lower() in _SUFFIX_FORMATS:
         raise click.UsageError(
@@ -627,8 +630,9 @@ def info(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
             failed += 1
             if debug_enabled(ctx):
                 traceback.print_exc(file=sys.stderr)
-            error(with_name(name, describe_error(exc)))
-            results.append({"file": name, "error": describe_error(exc)})  # one object per input
+            reason = describe_error(exc)
+            error(with_name(name, reason))
+            results.append({"file": name, "error": reason})  # one object per input
             continue
         results.append(d)
         if not as_json:
