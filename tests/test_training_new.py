@@ -104,3 +104,19 @@ def test_enhance_training_resumes_and_makes_a_bundle(tmp_path) -> None:
     bundle = load_bundle(str(path))
     assert bundle.spec.enhance == "tiny" and bundle.enh_table is not None
     assert bundle.info["enhance_steps"] == 6
+
+
+def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
+    """A release that replaces only the map network must not drop the post-filter."""
+    from semcodec.train.attach import attach
+    from semcodec.zoo import load_bundle
+
+    src = load_bundle("tiny-enh")
+    ckpt = tmp_path / "seg.pt"
+    torch.save({"model": src.seg.state_dict(), "step": 3, "hours": 0.5, "config": "{}"}, ckpt)
+    bundle = load_bundle(str(attach("tiny-enh", tmp_path, ckpt, None, None, None, "tiny-enh")))
+    assert bundle.spec.enhance == src.spec.enhance
+    assert bundle.enh_table is not None
+    for k, v in src.enh_table.items():
+        np.testing.assert_array_equal(bundle.enh_table[k], v)
+    assert bundle.info["seg_finetune_steps"] == 3

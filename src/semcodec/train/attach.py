@@ -66,7 +66,8 @@ def attach(
     if seg_config:
         seg = seg if seg_ckpt is not None else _reconfigured(src.seg, seg_config)
         spec = replace(spec, seg=seg_config)
-    enhancer = table = None
+    # without a new one, the source's enhancement network (float and table) carries over
+    enhancer, table = src.enhancer, src.enh_table
     if enh_ckpt is not None:
         state = torch.load(enh_ckpt, map_location="cpu", weights_only=True)
         cfg = json.loads(state["config"])

@@ -1,0 +1,690 @@
+"""Training on a lent accelerator: several short runs sharing one GPU, data resident on it.
+
+A GPU is lent for minutes, not days, and what travels to it is bounded (tens of MiB). So the
+data goes as compact packs made here (``pack-camvid``, ``pack-persons``: JPEG frames, PNG
+labels and masks), the enhancement's training pairs are made there by the codec itself on the
+machine's CPU cores (``enh-data``), and each run keeps its whole data set on the GPU, draws
+and augments its batches there (the CPU-side augmentation of ``train seg`` would starve it),
+and plans its schedule in wall-clock time: it measures its own step rate after a warm-up and
+sets the number of steps of its poly or cosine schedule to fit the minutes it was given.
+Every run writes a ledger (steps, images, seconds, held-out figure) and its best weights.
+
+Run as ``python -m semcodec.train.gpu COMMAND``; docs/training.md gives the recipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from ..classes import NUM_CLASSES
+from ..models.enhance import EnhanceConfig, EnhanceNet
+from ..models.segmentation import VOID, SegNet, build_segnet
+
+# ----- compact packs ------------------------------------------------------------------------
+
+
+def pack_camvid(src: Path, dst: Path, splits: tuple[str, ...], quality: int) -> None:
+    """Frames as lossy WebP, labels copied: a CamVid split small enough to travel."""
+    for split in splits:
+        lines = []
+        (dst / split).mkdir(parents=True, exist_ok=True)
+        (dst / f"{split}annot").mkdir(parents=True, exist_ok=True)
+        for line in (src / f"{split}.txt").read_text().split("\n"):
+            if not line.strip():
+                continue
+            img_rel, lab_rel = line.split()
+            stem = Path(img_rel).stem
+            img = Image.open(src / img_rel).convert("RGB")
+            img.save(dst / split / f"{stem}.webp", quality=quality, method=4)
+            (dst / lab_rel).write_bytes((src / lab_rel).read_bytes())
+            lines.append(f"{split}/{stem}.webp {lab_rel}")
+        (dst / f"{split}.txt").write_text("\n".join(lines) + "\n")
+
+
+def pack_persons(src: Path, dst: Path, scale: float, quality: int, every: int = 1) -> None:
+    """Every `every`-th person training photo (pinned data, held-out ones left out) scaled,
+    JPEG + PNG mask."""
+    from .persons import read_person_set
+
+    data = read_person_set(src, "train")
+    (dst / "photos").mkdir(parents=True, exist_ok=True)
+    (dst / "masks").mkdir(parents=True, exist_ok=True)
+    picked = list(zip(data.images, data.masks, data.names, strict=True))[::every]
+    for img, mask, name in picked:
+        h, w = img.shape[:2]
+        size = (max(8, round(w * scale)), max(8, round(h * scale)))
+        Image.fromarray(img).resize(size, Image.Resampling.LANCZOS).save(
+            dst / "photos" / f"{name}.jpg", quality=quality
+        )
+        m = Image.fromarray(mask.astype(np.uint8) * 255).resize(size, Image.Resampling.BILINEAR)
+        Image.fromarray((np.asarray(m) > 127).astype(np.uint8) * 255).convert("1").save(
+            dst / "masks" / f"{name}.png"
+        )
+
+
+def read_packed_persons(root: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Photos (RGB uint8) and person masks (bool) of a pack_persons folder."""
+    names = sorted(p.stem for p in (root / "photos").glob("*.jpg"))
+    images = [np.asarray(Image.open(root / "photos" / f"{n}.jpg").convert("RGB")) for n in names]
+    masks = [np.asarray(Image.open(root / "masks" / f"{n}.png").convert("L")) > 127 for n in names]
+    return images, masks
+
+
+# ----- wall-clock schedules -----------------------------------------------------------------
+
+
+@dataclass
+class Clock:
+    """A run's time budget; its schedule runs on the fraction of the budget spent (several runs
+    share one GPU and start and stop at different times, so a rate measured early would lie)."""
+
+    minutes: float
+    start: float = field(default_factory=time.time)
+
+    def fraction(self) -> float:
+        """Progress through the schedule in [0, 1]."""
+        return min(1.0, self.elapsed() / (self.minutes * 60))
+
+    def over(self) -> bool:
+        """Whether the run's minutes are spent."""
+        return self.elapsed() >= self.minutes * 60
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.time() - self.start
+
+
+def _write(path: Path, record: dict) -> None:
+    """Append one JSON line to a ledger (and echo it for the run's log)."""
+    line = json.dumps(record)
+    print(line, flush=True)
+    with open(path, "a") as f:
+        f.write(line + "\n")
+
+
+# ----- segmentation -------------------------------------------------------------------------
+
+
+@dataclass
+class SegRun:
+    """One segmentation run's recipe."""
+
+    name: str = "A"
+    lr: float = 3e-4
+    backbone_lr: float = 0.3
+    weight_decay: float = 1e-4
+    batch: int = 16
+    crop: tuple[int, int] = (360, 480)
+    scale: tuple[float, float] = (0.6, 1.4)
+    aspect: float = 0.0  # log-uniform aspect jitter: width scaled by exp(U(-a, a))
+    blur: float = 0.0  # probability of a Gaussian blur (sigma 0.5..1.5)
+    ohem: float = 0.0  # >0: keep only the hardest share of labelled pixels (at least this share)
+    person_share: float = 0.125
+    class_weight_power: float = 0.5
+    seed: int = 0
+
+
+SEG_RUNS: dict[str, SegRun] = {
+    "A": SegRun("A"),
+    "B": SegRun("B", ohem=0.25),
+    "C": SegRun("C", scale=(0.5, 2.0), aspect=0.25, blur=0.3),
+}
+
+
+def _gpu_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of (1,3,H,W)."""
+    r = max(1, int(3 * sigma))
+    t = torch.arange(-r, r + 1, device=x.device, dtype=x.dtype)
+    k = torch.exp(-0.5 * (t / sigma) ** 2)
+    k = k / k.sum()
+    x = F.conv2d(
+        F.pad(x, (r, r, 0, 0), mode="replicate"), k.view(1, 1, 1, -1).repeat(3, 1, 1, 1), groups=3
+    )
+    return F.conv2d(
+        F.pad(x, (0, 0, r, r), mode="replicate"), k.view(1, 1, -1, 1).repeat(3, 1, 1, 1), groups=3
+    )
+
+
+def _jitter(x: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """Brightness, contrast and saturation jitter of +-25 % (as train.data.jitter)."""
+    b, c, s = (float(rng.uniform(0.75, 1.25)) for _ in range(3))
+    x = x * b
+    m = x.mean()
+    x = (x - m) * c + m
+    g = x.mean(1, keepdim=True)
+    return (x - g) * s + g
+
+
+def seg_sample(
+    img: torch.Tensor, lab: torch.Tensor, run: SegRun, rng: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One augmented CamVid crop on the GPU: x (1,3,h,w) in [0,1], y (1,h,w) long."""
+    ch, cw = run.crop
+    x = img.permute(2, 0, 1).float().div(255)[None]
+    y = lab.float()[None, None]
+    s = float(rng.uniform(*run.scale))
+    a = float(np.exp(rng.uniform(-run.aspect, run.aspect))) if run.aspect else 1.0
+    h, w = max(ch, round(x.shape[-2] * s)), max(cw, round(x.shape[-1] * s * a))
+    x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+    y = F.interpolate(y, size=(h, w), mode="nearest")
+    top, left = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    x, y = x[..., top : top + ch, left : left + cw], y[..., top : top + ch, left : left + cw]
+    if rng.random() < 0.5:
+        x, y = x.flip(-1), y.flip(-1)
+    if run.blur and rng.random() < run.blur:
+        x = _gpu_blur(x, float(rng.uniform(0.5, 1.5)))
+    return _jitter(x, rng).clamp(0, 1), y[:, 0].long()
+
+
+def person_sample(
+    img: torch.Tensor, mask: torch.Tensor, crop: tuple[int, int], rng: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A person photo at a random scale in a crop (as persons.PersonAugment), on the GPU."""
+    from .persons import NOT_PERSON, PERSON
+
+    ch, cw = crop
+    x = img.permute(2, 0, 1).float().div(255)[None]
+    m = mask.float()[None, None]
+    # packs are scaled: the scale range is relative to the photo fitting the crop either way
+    fit = min(ch / x.shape[-2], cw / x.shape[-1])
+    s = fit * float(np.exp(rng.uniform(np.log(0.35), np.log(3.0))))
+    h, w = max(8, round(x.shape[-2] * s)), max(8, round(x.shape[-1] * s))
+    x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+    m = F.interpolate(m, size=(h, w), mode="bilinear", align_corners=False)[0, 0] > 0.5
+    yy = torch.where(m, PERSON, NOT_PERSON).long()
+    canvas = torch.full((1, 3, max(h, ch), max(w, cw)), 0.5, device=x.device)
+    labels = torch.full(canvas.shape[-2:], VOID, dtype=torch.long, device=x.device)
+    top = int(rng.integers(0, canvas.shape[-2] - h + 1))
+    left = int(rng.integers(0, canvas.shape[-1] - w + 1))
+    canvas[..., top : top + h, left : left + w] = x
+    labels[top : top + h, left : left + w] = yy
+    t = int(rng.integers(0, canvas.shape[-2] - ch + 1))
+    lft = int(rng.integers(0, canvas.shape[-1] - cw + 1))
+    x, y = canvas[..., t : t + ch, lft : lft + cw], labels[t : t + ch, lft : lft + cw]
+    if rng.random() < 0.5:
+        x, y = x.flip(-1), y.flip(-1)
+    return _jitter(x, rng).clamp(0, 1), y[None]
+
+
+def ohem_loss(
+    logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, keep: float
+) -> torch.Tensor:
+    """Class-weighted cross-entropy over the hardest `keep` share of the labelled pixels
+    (online hard example mining, so the many easy road and sky pixels stop drowning poles)."""
+    from .seg import seg_loss
+
+    if keep <= 0:
+        return seg_loss(logits, target, weight)
+    from .persons import NOT_PERSON
+
+    plain = target.masked_fill(target == NOT_PERSON, VOID)
+    per = F.cross_entropy(logits.float(), plain, weight=weight, ignore_index=VOID, reduction="none")
+    valid = plain != VOID
+    vals = per[valid]
+    if vals.numel() == 0:
+        return seg_loss(logits, target, weight)
+    k = max(1, int(keep * vals.numel()))
+    hard = vals.topk(k).values.mean()
+    rest = (
+        seg_loss(logits, target.masked_fill(valid, VOID), None)
+        if bool((target == NOT_PERSON).any())
+        else 0.0
+    )
+    return hard + rest
+
+
+@torch.no_grad()
+def seg_val_miou(net: SegNet, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """Plain argmax mIoU over the 11 classes of full frames (the run's own curve)."""
+    net.eval()
+    conf = torch.zeros(NUM_CLASSES * NUM_CLASSES, dtype=torch.long, device=images.device)
+    for k in range(len(images)):
+        x = images[k].permute(2, 0, 1).float().div(255)[None]
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.is_cuda):
+            pred = net(x.contiguous(memory_format=torch.channels_last)).argmax(1)[0]
+        lab = labels[k].long()
+        ok = lab != VOID
+        conf += torch.bincount(lab[ok] * NUM_CLASSES + pred[ok], minlength=NUM_CLASSES**2)
+    net.train()
+    c = conf.view(NUM_CLASSES, NUM_CLASSES).double()
+    inter = c.diag()
+    iou = inter / (c.sum(0) + c.sum(1) - inter).clamp(min=1)
+    return float(iou.mean())
+
+
+def train_seg_gpu(
+    run: SegRun,
+    bundle: Path,
+    camvid: Path,
+    persons: Path | None,
+    out: Path,
+    minutes: float,
+    eval_every_s: float,
+) -> None:
+    """One segmentation run from a bundle's network; writes seg-RUN.pt (best val) and a ledger."""
+    from .common import seg_config_of, seg_source
+    from .data import class_weights, read_split
+    from .seg import SegTrainConfig, make_optimizer
+
+    clock = Clock(minutes)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(run.seed)
+    rng = np.random.default_rng(run.seed)
+    tr_img, tr_lab = read_split(camvid, "train")
+    va_img, va_lab = read_split(camvid, "val")
+    weight = class_weights(tr_lab, NUM_CLASSES, run.class_weight_power).to(dev)
+    tr_img_t, tr_lab_t = torch.from_numpy(tr_img).to(dev), torch.from_numpy(tr_lab).to(dev)
+    va_img_t, va_lab_t = torch.from_numpy(va_img).to(dev), torch.from_numpy(va_lab).to(dev)
+    p_img, p_mask = read_packed_persons(persons) if persons else ([], [])
+    p_img_t = [torch.from_numpy(a.copy()).to(dev) for a in p_img]
+    p_mask_t = [torch.from_numpy(m).to(dev) for m in p_mask]
+    name = seg_config_of(bundle)
+    net = build_segnet(name)
+    net.load_state_dict({k: v.float() for k, v in seg_source(bundle)[0].items()})
+    net = net.to(dev).to(memory_format=torch.channels_last)
+    cfg = SegTrainConfig(
+        model=name,
+        optimizer="adamw",
+        lr=run.lr,
+        backbone_lr=run.backbone_lr,
+        weight_decay=run.weight_decay,
+    )
+    opt = make_optimizer(net, cfg)
+    ledger = out / f"seg-{run.name}.jsonl"
+    best, best_state = seg_val_miou(net, va_img_t, va_lab_t), None
+    _write(
+        ledger,
+        {
+            "run": run.name,
+            "step": 0,
+            "images": 0,
+            "s": 0.0,
+            "val_miou": best,
+            "recipe": asdict(run),
+        },
+    )
+    n_person = round(run.batch * run.person_share) if p_img_t else 0
+    step, seen, last_eval = 0, 0, time.time()
+    net.train()
+    while not clock.over():
+        lr = run.lr * (1 - clock.fraction()) ** 0.9
+        for g in opt.param_groups:
+            g["lr"] = lr * g.get("lr_scale", 1.0)
+        xs, ys = [], []
+        for _ in range(run.batch - n_person):
+            k = int(rng.integers(0, len(tr_img_t)))
+            x, y = seg_sample(tr_img_t[k], tr_lab_t[k], run, rng)
+            xs.append(x)
+            ys.append(y)
+        for _ in range(n_person):
+            k = int(rng.integers(0, len(p_img_t)))
+            x, y = person_sample(p_img_t[k], p_mask_t[k], run.crop, rng)
+            xs.append(x)
+            ys.append(y)
+        x = torch.cat(xs).contiguous(memory_format=torch.channels_last)
+        y = torch.cat(ys)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
+            logits = net(x)
+        loss = ohem_loss(logits, y, weight, run.ohem)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        seen += len(x)
+        if time.time() - last_eval > eval_every_s or clock.over():
+            miou = seg_val_miou(net, va_img_t, va_lab_t)
+            if miou > best:
+                best = miou
+                best_state = _half_cpu(net.state_dict())
+            _write(
+                ledger,
+                {
+                    "run": run.name,
+                    "step": step,
+                    "images": seen,
+                    "s": round(clock.elapsed(), 1),
+                    "loss": float(loss.detach()),
+                    "lr": lr,
+                    "val_miou": miou,
+                },
+            )
+            last_eval = time.time()
+    improved = best_state is not None
+    if not improved:  # never above the starting point: keep the last weights, marked so
+        best_state = _half_cpu(net.state_dict())
+    torch.save(
+        {
+            "model": best_state,
+            "config": name,
+            "val_miou": best,
+            "recipe": asdict(run),
+            "images": seen,
+            "steps": step,
+            "improved": improved,
+        },
+        out / f"seg-{run.name}.pt",
+    )
+
+
+def _half_cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state dict in fp16 on the CPU (integer buffers unchanged)."""
+    return {
+        k: v.detach().half().cpu() if v.is_floating_point() else v.cpu() for k, v in state.items()
+    }
+
+
+# ----- enhancement --------------------------------------------------------------------------
+
+
+GPU_ENHANCE: dict[str, EnhanceConfig] = {
+    "s2-w16-l2": EnhanceConfig(width=16, layers=2, s2d=2),  # 2.0 kMAC/px (small-s2's shape)
+    "s2-w32-l3": EnhanceConfig(width=32, layers=3, s2d=2),  # 8.6 kMAC/px
+    "s4-w64-l4": EnhanceConfig(width=64, layers=4, s2d=4),  # 12.7 kMAC/px
+    "s2-w48-l3": EnhanceConfig(width=48, layers=3, s2d=2),  # 18.1 kMAC/px
+}
+
+
+def macs_per_pixel(cfg: EnhanceConfig) -> float:
+    """Multiply-accumulates per output pixel of an enhancement configuration."""
+    cin = 3 * cfg.s2d**2
+    per_pos = 9 * (cin * cfg.width + cfg.layers * cfg.width**2 + cfg.width * cin)
+    return per_pos / cfg.s2d**2
+
+
+def _pair_worker(args: tuple[str, int, list[int], str, str]) -> str:
+    """Encode one photo at its qualities without the enhancement layer, decode, write a shard."""
+    path, n, qualities, residual, out = args
+    torch.set_num_threads(1)
+    from .enhance import _codec_pairs
+
+    codec = _worker_codec()
+    shard = Path(out) / f"{n:05d}-{Path(path).stem}.npz"
+    if shard.exists():
+        return shard.name
+    rgb = np.asarray(Image.open(path).convert("RGB"))
+    pairs = _codec_pairs(codec, rgb, qualities, residual)
+    tmp = shard.with_suffix(".tmp.npz")
+    np.savez(
+        tmp,
+        original=rgb,
+        decoded=np.stack([d["decoded"] for d in pairs]),
+        labels=np.stack([d["labels"] for d in pairs]),
+        quality=np.array(qualities),
+        bytes=np.array([d["bytes"] for d in pairs]),
+        residual=np.array(residual),
+        source=np.array(Path(path).name),
+    )
+    os.replace(tmp, shard)
+    return shard.name
+
+
+_CODEC = None
+
+
+def _worker_codec():
+    """The worker's codec, loaded once, with its own enhancement switched off."""
+    global _CODEC
+    if _CODEC is None:
+        from ..codec import Codec
+
+        _CODEC = Codec("default")
+        _CODEC.enhance = False
+    return _CODEC
+
+
+def make_pairs(photos: Path, out: Path, per_photo: int, workers: int, residual: str) -> None:
+    """Training pairs of every photo, on `workers` processes (one torch thread each)."""
+    import multiprocessing as mp
+
+    from ..imageio import list_images
+    from .enhance import QUALITIES
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = list_images(photos)
+    jobs = []
+    for n, p in enumerate(paths):
+        qs = [QUALITIES[(n * per_photo + k) % len(QUALITIES)] for k in range(per_photo)]
+        res = (
+            "native"
+            if residual == "mixed" and n % 8 == 7
+            else ("native" if residual == "native" else "avif")
+        )
+        jobs.append((str(p), n, qs, res, str(out)))
+    t0 = time.time()
+    with mp.get_context("spawn").Pool(workers) as pool:
+        for k, name in enumerate(pool.imap_unordered(_pair_worker, jobs), 1):
+            if k % 50 == 0 or k == len(jobs):
+                print(f"pairs {k}/{len(jobs)} {time.time() - t0:.0f}s {name}", flush=True)
+
+
+def _gpu_shards(shards: list[dict], dev: torch.device) -> list[dict]:
+    """Shards as GPU tensors: originals and decoded (uint8), labels, qualities."""
+    return [
+        {
+            "original": torch.from_numpy(s["original"]).to(dev),
+            "decoded": torch.from_numpy(s["decoded"]).to(dev),
+            "labels": torch.from_numpy(s["labels"].astype(np.int64)).to(dev),
+            "quality": [int(q) for q in s["quality"]],
+        }
+        for s in shards
+    ]
+
+
+def enh_batch(shards: list[dict], batch: int, crop: int, rng: np.random.Generator):
+    """Random 8-aligned crops with flips: decoded, original (float), labels at 1/8, quality."""
+    dec, org, lab, qs = [], [], [], []
+    for _ in range(batch):
+        s = shards[int(rng.integers(0, len(shards)))]
+        k = int(rng.integers(0, len(s["quality"])))
+        h, w = s["original"].shape[:2]
+        y = int(rng.integers(0, (h - crop) // 8 + 1)) * 8
+        x = int(rng.integers(0, (w - crop) // 8 + 1)) * 8
+        d = s["decoded"][k, y : y + crop, x : x + crop]
+        o = s["original"][y : y + crop, x : x + crop]
+        m = s["labels"][k, y // 8 : (y + crop) // 8, x // 8 : (x + crop) // 8]
+        if rng.random() < 0.5:
+            d, o, m = d.flip(1), o.flip(1), m.flip(1)
+        dec.append(d)
+        org.append(o)
+        lab.append(m)
+        qs.append(s["quality"][k])
+    dev = shards[0]["original"].device
+    return (
+        torch.stack(dec).permute(0, 3, 1, 2).float(),
+        torch.stack(org).permute(0, 3, 1, 2).float(),
+        torch.stack(lab),
+        torch.tensor(qs, device=dev),
+    )
+
+
+@torch.no_grad()
+def enh_held_out(net: EnhanceNet, shards: list[dict]) -> dict:
+    """Mean PSNR gain (dB) of the rounded enhanced pictures over the decoded ones, held out."""
+    net.eval()
+    gains = []
+    for s in shards:
+        h, w = (d // 8 * 8 for d in s["original"].shape[:2])
+        o = s["original"][:h, :w].permute(2, 0, 1)[None].float()
+        for k, q in enumerate(s["quality"]):
+            d = s["decoded"][k, :h, :w].permute(2, 0, 1)[None].float()
+            m = s["labels"][k, : h // 8, : w // 8][None]
+            e = net(d, m, torch.tensor([q], device=d.device)).round().clamp(0, 255)
+            mse_d = float(((d - o) ** 2).mean())
+            mse_e = float(((e - o) ** 2).mean())
+            gains.append(10 * np.log10(max(mse_d, 1e-10) / max(mse_e, 1e-10)))
+    net.train()
+    return {"gain_db": float(np.mean(gains)), "pictures": len(gains)}
+
+
+def train_enh_gpu(
+    name: str,
+    data: Path,
+    out: Path,
+    minutes: float,
+    batch: int,
+    crop: int,
+    lr: float,
+    hold_out: int,
+    eval_every_s: float,
+    seed: int = 0,
+    init: Path | None = None,
+) -> None:
+    """One enhancement configuration: Adam on MSE, cosine over its minutes (from `init`'s
+    weights when given: a continued run)."""
+    from .enhance import load_shards, split_shards
+
+    clock = Clock(minutes)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    train, held = split_shards(load_shards(data), hold_out)
+    train_t, held_t = _gpu_shards(train, dev), _gpu_shards(held, dev)
+    cfg = GPU_ENHANCE[name]
+    net = EnhanceNet(cfg)
+    if init is not None:
+        net.load_state_dict(torch.load(init, map_location="cpu", weights_only=True)["model"])
+    net = net.to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    ledger = out / f"enh-{name}.jsonl"
+    best, best_state, step, last_eval = -1e9, None, 0, time.time()
+    _write(
+        ledger,
+        {
+            "net": name,
+            "config": asdict(cfg),
+            "macs_per_pixel": macs_per_pixel(cfg),
+            "params": sum(p.numel() for p in net.parameters()),
+            "train": len(train),
+            "held": len(held),
+        },
+    )
+    while not clock.over():
+        f = clock.fraction()
+        warm = min(1.0, (step + 1) / 200)
+        for g in opt.param_groups:
+            g["lr"] = lr * warm * 0.5 * (1 + np.cos(np.pi * f))
+        dec, org, lab, q = enh_batch(train_t, batch, crop, rng)
+        loss = ((net(dec, lab, q) - org) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        if time.time() - last_eval > eval_every_s or clock.over():
+            ev = enh_held_out(net, held_t) if held_t else {"gain_db": 0.0}
+            if ev["gain_db"] > best:
+                best = ev["gain_db"]
+                best_state = {k: v.detach().float().cpu() for k, v in net.state_dict().items()}
+            _write(
+                ledger,
+                {
+                    "net": name,
+                    "step": step,
+                    "images": step * batch,
+                    "s": round(clock.elapsed(), 1),
+                    "loss": float(loss),
+                    **ev,
+                },
+            )
+            last_eval = time.time()
+    torch.save(
+        {
+            "model": best_state,
+            "config": asdict(cfg),
+            "held_out_gain_db": best,
+            "steps": step,
+            "seconds": clock.elapsed(),
+            "batch": batch,
+            "crop": crop,
+        },
+        out / f"enh-{name}.pt",
+    )
+
+
+# ----- commands -----------------------------------------------------------------------------
+
+
+@click.group()
+def cli() -> None:
+    """Training on a lent accelerator (see the module docstring)."""
+
+
+@cli.command("pack-camvid")
+@click.option("--src", type=click.Path(path_type=Path), default=Path("../shared/data/camvid"))
+@click.option("--dst", type=click.Path(path_type=Path), required=True)
+@click.option("--splits", default="train,val")
+@click.option("--quality", default=90)
+def pack_camvid_command(src: Path, dst: Path, splits: str, quality: int) -> None:
+    """CamVid splits as JPEG frames + PNG labels."""
+    pack_camvid(src, dst, tuple(splits.split(",")), quality)
+
+
+@cli.command("pack-persons")
+@click.option("--src", type=click.Path(path_type=Path), required=True)
+@click.option("--dst", type=click.Path(path_type=Path), required=True)
+@click.option("--scale", default=0.5)
+@click.option("--quality", default=85)
+@click.option("--every", default=1, help="keep every Nth photo")
+def pack_persons_command(src: Path, dst: Path, scale: float, quality: int, every: int) -> None:
+    """The person training photos scaled, as JPEG + PNG masks."""
+    pack_persons(src, dst, scale, quality, every)
+
+
+@cli.command("seg")
+@click.option("--run", "run_name", type=click.Choice(sorted(SEG_RUNS)), default="A")
+@click.option(
+    "--bundle", type=click.Path(path_type=Path), default=Path("models/default-28b3a382.pt")
+)
+@click.option("--camvid", type=click.Path(path_type=Path), required=True)
+@click.option("--persons", type=click.Path(path_type=Path), default=None)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--minutes", default=7.0)
+@click.option("--eval-every", default=45.0)
+@click.option("--batch", default=16)
+def seg_command(run_name, bundle, camvid, persons, out, minutes, eval_every, batch) -> None:
+    """One segmentation run (recipes in SEG_RUNS)."""
+    out.mkdir(parents=True, exist_ok=True)
+    run = SEG_RUNS[run_name]
+    run.batch = batch
+    train_seg_gpu(run, bundle, camvid, persons, out, minutes, eval_every)
+
+
+@cli.command("enh-data")
+@click.option("--photos", type=click.Path(path_type=Path), required=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--per-photo", default=6)
+@click.option("--workers", default=12)
+@click.option("--residual", type=click.Choice(["avif", "native", "mixed"]), default="mixed")
+def enh_data_command(photos, out, per_photo, workers, residual) -> None:
+    """Decoded training pairs of every photo, made by the codec without its enhancement."""
+    make_pairs(photos, out, per_photo, workers, residual)
+
+
+@cli.command("enh")
+@click.option("--net", type=click.Choice(sorted(GPU_ENHANCE)), required=True)
+@click.option("--data", type=click.Path(path_type=Path), required=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--minutes", default=6.0)
+@click.option("--batch", default=64)
+@click.option("--crop", default=128)
+@click.option("--lr", default=1e-3)
+@click.option("--hold-out", default=12)
+@click.option("--eval-every", default=30.0)
+@click.option("--init", type=click.Path(path_type=Path), default=None)
+def enh_command(net, data, out, minutes, batch, crop, lr, hold_out, eval_every, init) -> None:
+    """One enhancement configuration (GPU_ENHANCE)."""
+    out.mkdir(parents=True, exist_ok=True)
+    train_enh_gpu(net, data, out, minutes, batch, crop, lr, hold_out, eval_every, init=init)
+
+
+if __name__ == "__main__":
+    cli()
