@@ -642,7 +642,10 @@ def pack_persons_command(src: Path, dst: Path, scale: float, quality: int, every
 @cli.command("seg")
 @click.option("--run", "run_name", type=click.Choice(sorted(SEG_RUNS)), default="A")
 @click.option(
-    "--bundle", type=click.Path(path_type=Path), default=Path("models/default-28b3a382.pt")
+    "--bundle",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="weights file to start from (default: the shipped default bundle's)",
 )
 @click.option("--camvid", type=click.Path(path_type=Path), required=True)
 @click.option("--persons", type=click.Path(path_type=Path), default=None)
@@ -655,6 +658,10 @@ def seg_command(run_name, bundle, camvid, persons, out, minutes, eval_every, bat
     out.mkdir(parents=True, exist_ok=True)
     run = SEG_RUNS[run_name]
     run.batch = batch
+    if bundle is None:
+        from ..registry import REGISTRY, weights_dir
+
+        bundle = weights_dir() / str(REGISTRY["default"].weights)
     train_seg_gpu(run, bundle, camvid, persons, out, minutes, eval_every)
 
 
