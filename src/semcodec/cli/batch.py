@@ -132,6 +132,7 @@ def windowed(
     window: int,
 ) -> Iterator[Outcome]:
     """Outcomes in task order with at most ``window`` tasks submitted and not yet collected."""
+
     def hand_out(task: Any) -> Any:
         """Submit a task to the workers, or keep a ``Done`` one as it is."""
         return task if isinstance(task, Done) else submit(task)
@@ -225,7 +226,7 @@ def processed(
         from .cluster import cluster_outcomes
 
         _decide_before_workers()
-        with cluster_outcomes(fn, tasks, cluster, models) as outcomes:
+        with cluster_outcomes(fn, tasks, cluster, models, debug_enabled()) as outcomes:
             yield outcomes
         return
     if jobs == 0:
