@@ -91,7 +91,10 @@ def _init_worker(models: tuple[str, ...]) -> None:
     import torch
 
     torch.set_num_threads(1)
+    from .. import runtime
     from ..codec import get_codec
+
+    runtime.keep_heap()
 
     for name in models:
         with contextlib.suppress(Exception):  # a bad model is reported per file when used

@@ -90,6 +90,7 @@ def load_models(models: tuple[str, ...], bf16: str | None) -> None:
 
     if bf16 is not None:
         os.environ[runtime.BF16_ENV] = bf16
+    runtime.keep_heap()  # one task at a time per worker process
     from ..codec import get_codec
 
     for name in models:
