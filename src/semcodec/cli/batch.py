@@ -91,7 +91,10 @@ def _init_worker(models: tuple[str, ...]) -> None:
     import torch
 
     torch.set_num_threads(1)
+    from .. import runtime
     from ..codec import get_codec
+
+    runtime.keep_heap()
 
     for name in models:
         with contextlib.suppress(Exception):  # a bad model is reported per file when used
@@ -112,6 +115,19 @@ RETRIES = 1
 _END = object()
 
 
+@dataclass(frozen=True)
+class Done:
+    """A task that needs no worker: its outcome is known already (another process wrote its
+    outputs meanwhile), so it is settled in its turn without being computed."""
+
+    outcome: Outcome
+
+
+def run_here(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
+    """One task's outcome in this process (a ``Done`` one is not computed)."""
+    return task.outcome if isinstance(task, Done) else fn(task)
+
+
 def windowed(
     submit: Callable[[Any], Any],
     result: Callable[[Any], Outcome],
@@ -119,16 +135,21 @@ def windowed(
     window: int,
 ) -> Iterator[Outcome]:
     """Outcomes in task order with at most ``window`` tasks submitted and not yet collected."""
+
+    def hand_out(task: Any) -> Any:
+        """Submit a task to the workers, or keep a ``Done`` one as it is."""
+        return task if isinstance(task, Done) else submit(task)
+
     pending: deque[Any] = deque()
     queue = iter(tasks)
     for task in itertools.islice(queue, window):
-        pending.append(submit(task))
+        pending.append(hand_out(task))
     while pending:
         head = pending.popleft()
         nxt = next(queue, _END)
         if nxt is not _END:
-            pending.append(submit(nxt))
-        yield result(head)
+            pending.append(hand_out(nxt))
+        yield head.outcome if isinstance(head, Done) else result(head)
 
 
 @dataclass
@@ -208,13 +229,13 @@ def processed(
         from .cluster import cluster_outcomes
 
         _decide_before_workers()
-        with cluster_outcomes(fn, tasks, cluster, models) as outcomes:
+        with cluster_outcomes(fn, tasks, cluster, models, debug_enabled()) as outcomes:
             yield outcomes
         return
     if jobs == 0:
         jobs = os.cpu_count() or 1
     if jobs <= 1 or len(tasks) <= 1:
-        yield (fn(task) for task in tasks)
+        yield (run_here(fn, task) for task in tasks)
         return
     _decide_before_workers()
     pool = LocalPool(fn, min(jobs, len(tasks)), models)
@@ -328,6 +349,24 @@ class Target:
     replace: bool = False
 
 
+@dataclass(frozen=True)
+class Checks:
+    """How --skip-existing finds an output valid: the main one (knowing its input) and the extra."""
+
+    main: Callable[[str, str], Existing]
+    extra: Callable[[str], Existing]
+
+    def of(self, plan: Planned) -> tuple[Callable[[str], Existing], Callable[[str], Existing]]:
+        """The checks of one input's main and extra output, each taking the output's path."""
+        return (lambda path: self.main(plan.input, path)), self.extra
+
+
+#: why an output was skipped: valid before the run started, or completed by another process
+#: (another run over the same folder) while this one was going
+REASON_EXISTS = "exists"
+REASON_OTHER = "written by another process"
+
+
 def plan_target(
     inp: str, out: str, rules: WriteRules, taken: set[str], check: Callable[[str], Existing]
 ) -> Target | str:
@@ -438,17 +477,43 @@ class Batch:
 @dataclass(frozen=True)
 class _Tasks:
     """The workers' tasks, each made as it is handed out: a million inputs never hold a
-    million tasks."""
+    million tasks. With ``checks`` (--skip-existing) an input whose outputs another process
+    completed meanwhile is not computed again."""
 
     plans: list[Planned]
     make: Callable[[str, bytes | None], Any]
     stdin_data: bytes | None
+    checks: Checks | None = None
 
     def __len__(self) -> int:
         return len(self.plans)
 
     def __iter__(self) -> Iterator[Any]:
-        return (self.make(plan.input, self.stdin_data) for plan in self.plans)
+        for plan in self.plans:
+            if self.checks is not None and appeared(plan, self.checks):
+                yield Done(Outcome(True))
+            else:
+                yield self.make(plan.input, self.stdin_data)
+
+
+def found_valid(target: Target, check: Callable[[str], Existing]) -> Target:
+    """The target, kept if a valid file is at its path now (an invalid one is left to the write)."""
+    if target.existing is not None or target.path == STDIO or not os.path.lexists(target.path):
+        return target
+    try:
+        return Target(target.path, existing=check(target.path))
+    except (OSError, ValueError):  # CorruptData is a ValueError
+        return target
+
+
+def appeared(plan: Planned, checks: Checks) -> bool:
+    """Whether another process has completed every output of ``plan`` since it was planned
+    (each output found valid is kept from now on)."""
+    main, extra = checks.of(plan)
+    plan.main = found_valid(plan.main, main)
+    if plan.extra is not None:
+        plan.extra = found_valid(plan.extra, extra)
+    return plan.skipped
 
 
 @dataclass
@@ -488,11 +553,46 @@ def _plan(
     return Planned(inp, main, extra)
 
 
-def _write(target: Target | None, data: bytes | None, rules: WriteRules) -> None:
-    """Write one planned output, unless it is kept or there is nothing to write."""
+def _overwrites(target: Target, rules: WriteRules) -> bool:
+    """Whether the write replaces a file at its path: --force alone, or an invalid file that
+    --skip-existing --force replaces; otherwise it never clobbers (another process's file)."""
+    return target.replace or (rules.force and not rules.skip_existing)
+
+
+def _write(
+    target: Target | None, data: bytes | None, rules: WriteRules, check: Callable[[str], Existing]
+) -> Target | None:
+    """Write one planned output unless it is kept; with --skip-existing a valid file that
+    another process put there first is kept instead (returned with ``existing`` set)."""
     if target is None or target.existing is not None or data is None:
-        return
-    deliver(target.path, data, rules.force or target.replace, rules.make_dirs)
+        return target
+    if rules.skip_existing and target.replace:  # replaced by another process meanwhile?
+        target = found_valid(target, check)
+        if target.existing is not None:
+            return target
+    try:
+        deliver(target.path, data, _overwrites(target, rules), rules.make_dirs)
+    except OutputExists:
+        if not rules.skip_existing:
+            raise
+        return _kept_or_replaced(target, data, rules, check)
+    return target
+
+
+def _kept_or_replaced(
+    target: Target, data: bytes, rules: WriteRules, check: Callable[[str], Existing]
+) -> Target:
+    """A file appeared at the output's name during the run: kept when valid, replaced when
+    not and --force is given, else refused as --skip-existing refuses it before any work."""
+    try:
+        return Target(target.path, existing=check(target.path))
+    except (OSError, ValueError) as exc:
+        if not rules.force:
+            raise SemcodecError(
+                f"cannot skip {target.path!r}: {describe_error(exc)} (use --force to replace it)"
+            ) from None
+    deliver(target.path, data, True, rules.make_dirs)
+    return target
 
 
 def _no_check(path: str) -> Existing:
@@ -521,7 +621,7 @@ def _record(name: str, out: str, outcome: Outcome) -> FileRecord:
     )
 
 
-def _skipped_record(name: str, plan: Planned, seconds: float) -> FileRecord:
+def _skipped_record(name: str, plan: Planned, seconds: float, reason: str) -> FileRecord:
     """The report's record of an input whose outputs were found valid."""
     found = plan.main.existing
     assert found is not None
@@ -529,6 +629,7 @@ def _skipped_record(name: str, plan: Planned, seconds: float) -> FileRecord:
         name,
         plan.main.path,
         "skipped",
+        reason=reason,
         bytes=found.bytes,
         width=found.width,
         height=found.height,
@@ -567,9 +668,9 @@ def run_batch(
         raise SemcodecError(f"cannot write the report: {describe_error(exc)}") from None
     interrupted = True
     try:
+        checks = Checks(check or (lambda _i, o: _no_check(o)), check_extra or _no_check)
         _run(batch, log, inputs, outputs, make_task, worker, report, rules, jobs, models,
-             extra_out, dataset.cluster, check or (lambda _i, o: _no_check(o)),
-             check_extra or _no_check)  # fmt: skip
+             extra_out, dataset.cluster, checks)  # fmt: skip
         interrupted = False
     finally:
         log.close(interrupted)
@@ -589,8 +690,7 @@ def _run(
     models: tuple[str, ...],
     extra_out: str | None,
     cluster: str | None,
-    check: Callable[[str, str], Existing],
-    check_extra: Callable[[str], Existing],
+    checks: Checks,
 ) -> None:
     """Plan every input (failing or skipping what needs no work), then process the rest."""
     stdin_data = stdin_bytes() if STDIO in inputs else None
@@ -601,23 +701,23 @@ def _run(
     for inp, out in zip(inputs, outputs, strict=True):
         name = display(inp, "<stdin>")
         started = time.perf_counter()
-        plan = _plan(inp, out, extra_out, rules, taken, check, check_extra)
+        plan = _plan(inp, out, extra_out, rules, taken, checks.main, checks.extra)
         if isinstance(plan, str):
             batch.fail(name, plan)
             log.add(FileRecord(inp, out, "failed", error=plan))
         elif plan.skipped:
             batch.line(f"{name} -> {display(out, '<stdout>')}: skipped (exists, valid)")
-            log.add(_skipped_record(inp, plan, time.perf_counter() - started))
+            log.add(_skipped_record(inp, plan, time.perf_counter() - started, REASON_EXISTS))
         else:
             runnable.append(plan)
             continue
         batch.progress.step()
-    tasks = _Tasks(runnable, make_task, stdin_data)
+    tasks = _Tasks(runnable, make_task, stdin_data, checks if rules.skip_existing else None)
     global _TILE_PROGRESS
     _TILE_PROGRESS = batch.progress.tiles if jobs <= 1 or len(tasks) <= 1 else None
     with processed(worker, tasks, jobs, models, cluster) as outcomes:
         for plan, outcome in zip(runnable, outcomes, strict=True):
-            _settle(batch, log, plan, outcome, report, rules)
+            _settle(batch, log, plan, outcome, report, rules, checks)
 
 
 def _clear_debris(outputs: list[str], batch: Batch) -> None:
@@ -634,14 +734,16 @@ def _settle(
     outcome: Outcome,
     report: Callable[[str, str, Outcome], str],
     rules: WriteRules,
+    checks: Checks,
 ) -> None:
     """Write one processed input's outputs, then at once its record, then its line."""
     name = display(plan.input, "<stdin>")
     out = plan.main.path
     if outcome.ok:
+        main, extra = checks.of(plan)
         try:
-            _write(plan.main, outcome.data, rules)
-            _write(plan.extra, outcome.extra, rules)
+            plan.main = _write(plan.main, outcome.data, rules, main) or plan.main
+            plan.extra = _write(plan.extra, outcome.extra, rules, extra)
         except BrokenPipeError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported per file
@@ -649,6 +751,11 @@ def _settle(
                 False, error=describe_error(exc), trace=traceback.format_exc(),
                 seconds=outcome.seconds,
             )  # fmt: skip
+    if outcome.ok and plan.skipped:  # every output completed by another process: none written
+        batch.line(f"{name} -> {display(out, '<stdout>')}: skipped ({REASON_OTHER}, valid)")
+        log.add(_skipped_record(plan.input, plan, outcome.seconds, REASON_OTHER))
+        batch.progress.step()
+        return
     log.add(_record(plan.input, out, outcome))  # nothing between the write and its record
     if outcome.ok:
         for text in outcome.warnings:

@@ -10,17 +10,21 @@ several machines they must be visible at the same paths (a shared file system).
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import re
 import threading
 from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
+from ..errors import SemcodecError
 from .batch import WINDOW_PER_WORKER, Outcome, windowed
+from .common import describe_error
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
 
@@ -86,6 +90,7 @@ def load_models(models: tuple[str, ...], bf16: str | None) -> None:
 
     if bf16 is not None:
         os.environ[runtime.BF16_ENV] = bf16
+    runtime.keep_heap()  # one task at a time per worker process
     from ..codec import get_codec
 
     for name in models:
@@ -109,12 +114,59 @@ def run_task(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
         return fn(task)
 
 
+#: what a lost scheduler raises in the client: its futures cancelled, its connection closed
+#: (CommClosedError is an OSError), or a reconnection timed out
+_CONNECTION_ERRORS = (CancelledError, OSError, TimeoutError)
+
+
+def scheduler_lost(address: str) -> SemcodecError:
+    """The one line a batch ends with when its scheduler goes away mid-run."""
+    return SemcodecError(
+        f"lost the connection to the scheduler at {address}; the files written so far are "
+        "complete: rerun with --skip-existing to finish"
+    )
+
+
+@contextlib.contextmanager
+def _quiet_client_logs(debug: bool) -> Iterator[None]:
+    """Dask's client logs a lost scheduler as tracebacks; the batch says it in one line."""
+    if debug:
+        yield
+        return
+    names = [
+        "distributed",
+        *(n for n in logging.root.manager.loggerDict if n.startswith("distributed.")),
+    ]
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:  # each: a child's own level would let its records through to the handler
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def _remote_client(address: str) -> Iterator[Any]:
+    """A client of the scheduler at ``address``; one line if it cannot be reached."""
+    distributed = _distributed()
+    try:
+        client = distributed.Client(address, set_as_default=False)
+    except _CONNECTION_ERRORS as exc:
+        raise SemcodecError(
+            f"cannot reach the scheduler at {address}: {describe_error(exc)}"
+        ) from None
+    with client:
+        yield client
+
+
 @contextlib.contextmanager
 def _client(spec: ClusterSpec) -> Iterator[Any]:
     """A client of the scheduler, or of a local cluster started (and stopped) here."""
     distributed = _distributed()
     if spec.address is not None:
-        with distributed.Client(spec.address, set_as_default=False) as client:
+        with _remote_client(spec.address) as client:
             yield client
         return
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -148,16 +200,25 @@ def _workers(client: Any) -> int:
 
 @contextlib.contextmanager
 def cluster_outcomes(
-    fn: Callable[[Any], Outcome], tasks: Collection[Any], cluster: str, models: tuple[str, ...]
+    fn: Callable[[Any], Outcome],
+    tasks: Collection[Any],
+    cluster: str,
+    models: tuple[str, ...],
+    debug: bool = False,
 ) -> Iterator[Iterator[Outcome]]:
-    """Outcomes in task order from the cluster's workers, at most a few tasks per worker ahead."""
+    """Outcomes in task order from the cluster's workers, at most a few tasks per worker ahead;
+    a scheduler lost mid-run ends the batch with one line (what was written stays complete)."""
     from .. import runtime
 
     spec = parse_cluster(cluster)
-    with _client(spec) as client:
+    _distributed()  # imported first: its loggers exist and are configured when quietened
+    with _quiet_client_logs(debug), _client(spec) as client:
         plugin = _plugin_class()(models, os.environ.get(runtime.BF16_ENV))
-        client.register_plugin(plugin)
-        client.wait_for_workers(spec.local_workers or 1)
+        try:
+            client.register_plugin(plugin)
+            client.wait_for_workers(spec.local_workers or 1)
+        except _CONNECTION_ERRORS:
+            raise scheduler_lost(cluster) from None
         killed = _distributed().KilledWorker
 
         def submit(task: Any) -> Any:
@@ -170,7 +231,10 @@ def cluster_outcomes(
                 return future.result()
             except killed:
                 return Outcome(False, error="its worker process died (killed, or out of memory)")
+            except _CONNECTION_ERRORS:
+                raise scheduler_lost(cluster) from None
             finally:
-                future.release()
+                with contextlib.suppress(Exception):  # a client already closed
+                    future.release()
 
         yield windowed(submit, result, tasks, WINDOW_PER_WORKER * _workers(client))

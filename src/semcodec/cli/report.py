@@ -25,6 +25,7 @@ class FileRecord:
     input: str
     output: str | None
     status: str
+    reason: str | None = None  # of "skipped": "exists" or "written by another process"
     bytes: int | None = None
     width: int | None = None
     height: int | None = None
