@@ -238,7 +238,8 @@ class Codec:
                 lab_t = torch.from_numpy(lab.astype(np.int64))[None]
                 with torch.no_grad(), runtime.bf16_autocast(bf16):
                     t = bundle.comp(x, lab_t).float()
-                t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
+                if refine.steps:  # the float generator is built only to refine
+                    t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
                 return quantize(t, bundle.levels)[0].numpy()
 
             return run
@@ -616,8 +617,9 @@ class Codec:
     def decoder(self) -> decoder.Decoder:
         """The decoder of this bundle's files, on the encoder's generator kernel."""
         if self._decoder is None:
+            parts = zoo.decoder_parts(self.bundle, with_generator=False)
             self._decoder = decoder.Decoder(
-                zoo.decoder_parts(self.bundle), self.kernel, self.limits, self.tiling
+                parts, decoder.deferred_kernel(lambda: self.kernel), self.limits, self.tiling
             )
         self._decoder.progress = self.progress
         return self._decoder
