@@ -179,6 +179,12 @@ class Codec:
         self.gating = gating_config or gating.GatingConfig()
         self.enhance = bool(enhance)
 
+    def _began(self, stage: str) -> None:
+        """Tell ``progress`` a stage began (total 0: no tiles), so a single file's encode on a
+        terminal says what it is doing."""
+        if self.progress is not None:
+            self.progress(stage, 0, 0)
+
     def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
         """Tasks that report each finished piece to ``progress`` (tiled images only)."""
         report = self.progress
@@ -330,6 +336,7 @@ class Codec:
         if problem:
             raise UnsupportedInput(problem)
         rgb = pad_rgb(img.rgb)
+        self._began("segment")
         labels = self.semantic_map(rgb)
         clock("segment")
         layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.map_symbols)}
@@ -452,6 +459,7 @@ class Codec:
         """CompNet and the compact layer, run and timed once per analysis."""
         if analysis.compact_layer is not None:
             return
+        self._began("compnet")
         _ = analysis.symbols  # CompNet
         clock("compnet")
         self._compact_layer(analysis)
@@ -539,6 +547,7 @@ class Codec:
             backend = get_backend(residual)
             if predicts:
                 if analysis.reconstruction is None:
+                    self._began("generator")
                     analysis.reconstruction = self.reconstruct(
                         analysis.symbols, analysis.labels, (h, w)
                     )
@@ -546,6 +555,7 @@ class Codec:
                 plans = self._candidates(analysis, int(quality))
             else:
                 plans = [self._flat(analysis)]
+            self._began("residual")
             chosen, gate = self._residual(analysis, int(quality), backend, plans)
             layers.update(chosen)
             analysis.modes[int(quality)] = None if gate is None else gate[0]
@@ -569,6 +579,7 @@ class Codec:
         )
         data = container.pack(header, layers)
         if self.enhance and self.bundle.enh_table is not None:
+            self._began("enhance")
             data, layers = self._enhanced(data, header, layers, img.rgb, int(quality))
             clock("enhance")
         stats = EncodeStats({k.name.lower(): len(v) for k, v in layers.items()}, len(data))

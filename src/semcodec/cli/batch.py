@@ -376,10 +376,11 @@ class BatchProgress(Progress):
         self.enabled = self.tty and total > 1
 
     def tiles(self, stage: str, done: int, total: int) -> None:
-        """Progress within one tiled image (Codec.progress): shown even for a single file."""
+        """Progress within one image (Codec.progress): the stage that began (total 0) or a
+        tiled image's tiles; shown even for a single file."""
         if self.tty:
             self.enabled = True
-            self.detail = f"{stage} tile {done}/{total}"
+            self.detail = f"{stage} tile {done}/{total}" if total else stage
             self.draw()
 
     def step(self) -> None:

@@ -127,6 +127,9 @@ class _EncodeTask:
 
 def _encode_work(task: _EncodeTask) -> Outcome:
     """Load, encode (searching quality for a size target) and describe one image."""
+    progress = tile_progress()
+    if progress is not None:  # torch's import and the model take most of a small encode
+        progress("loading the model", 0, 0)
     from ..codec import get_codec
     from ..gating import GatingConfig
     from ..imageio import load_image
@@ -135,7 +138,7 @@ def _encode_work(task: _EncodeTask) -> Outcome:
     codec = get_codec(task.model)
     codec.effort = task.effort  # this process's codec, one task at a time
     codec.gating = GatingConfig(enabled=task.gating)
-    codec.progress = tile_progress()
+    codec.progress = progress
     image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
     residual = task.residual or DEFAULT_RESIDUAL
     stats_by_quality = {}
