@@ -65,6 +65,9 @@ class _Built:
         bundle._nets[self.name] = value
 
 
+_BUILDING = threading.Lock()  # one network built at a time (bundles stay deep-copyable)
+
+
 class ModelBundle:
     """Networks plus the integer entropy table; `hash` is what files record.
 
@@ -103,7 +106,6 @@ class ModelBundle:
             "fixed": fixed,
             "enhancer": enhancer,
         }
-        self._lock = threading.Lock()
 
     def built(self, key: str) -> Any:
         """The network ``key``, built now if it was deferred (once, whichever thread asks)."""
@@ -111,7 +113,7 @@ class ModelBundle:
         if isinstance(value, Deferred):
             # one thread: building is memory-bound, and on a busy machine a second thread's
             # waits made the segmentation network's 0.05 s load take up to 0.9 s
-            with self._lock, single_thread():
+            with _BUILDING, single_thread():
                 value = self._nets[key]
                 if isinstance(value, Deferred):
                     value = self._nets[key] = value.make()
