@@ -106,3 +106,21 @@ def test_info_models_and_decode_do_not_import_torch(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert out.is_file() and "default-28b3a382" in r.stdout
+
+
+def test_the_command_line_imports_torch_frozen_out_of_collections() -> None:
+    """import_torch leaves the collector on and torch's objects frozen (no full collection
+    rescans them); with torch already imported it does nothing."""
+    code = (
+        "import gc, sys\n"
+        "from semcodec.cli.common import import_torch\n"
+        "assert 'torch' not in sys.modules\n"
+        "import_torch()\n"
+        "assert 'torch' in sys.modules and gc.isenabled()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "assert frozen > 100_000, frozen\n"
+        "import_torch()\n"
+        "assert gc.get_freeze_count() == frozen\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
