@@ -262,33 +262,52 @@ def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
     if spec.weights and not spec.weights.removesuffix(".pt").endswith(h[:8]):
         raise ModelError(f"model weights {path.name} do not match their recorded hash {h[:8]}")
     enh_table = _load_enh_table(spec, obj, path.name)
+    name = path.name
     return ModelBundle(
         spec,
-        _deferred_net(lambda: SegNet(SEG_CONFIGS[spec.seg]), obj, "seg", path.name),
-        _deferred_net(lambda: CompNet(comp_cfg), obj, "comp", path.name),
-        _deferred_net(lambda: Generator(GENERATOR_CONFIGS[spec.generator]), obj, "gen", path.name),
+        _network_from_state(obj, "seg", lambda: SegNet(SEG_CONFIGS[spec.seg]), name),
+        _network_from_state(obj, "comp", lambda: CompNet(comp_cfg), name),
+        _network_from_state(obj, "gen", lambda: Generator(GENERATOR_CONFIGS[spec.generator]), name),
         table,
         h,
         json.loads(obj["info"]),
-        Deferred(lambda: _load_fixed(obj.get("gen_fixed"), path.name)),
-        Deferred(lambda: _load_enhancer(spec, obj, path.name)),
+        _from_state(obj, "gen_fixed", lambda st: _load_fixed(st, name)),
+        _from_state(obj, "enhance", lambda st: _load_enhancer(spec, st, name)),
         enh_table,
     )
 
 
-def _deferred_net(build: Callable[[], torch.nn.Module], obj: dict, key: str, name: str) -> Deferred:
-    """A network of the weights file, built and loaded (fp32, eval mode) on first use."""
+def _from_state(obj: dict, key: str, make: Callable[[Any], Any]) -> Deferred:
+    """What ``make`` builds from the weights file's ``obj[key]``, on first use; the stored
+    state is then dropped, so the process keeps only the built network."""
 
-    def make() -> torch.nn.Module:
+    def build() -> Any:
+        out = make(obj.get(key))
+        obj.pop(key, None)
+        return out
+
+    return Deferred(build)
+
+
+def _network_from_state(
+    obj: dict, key: str, build: Callable[[], torch.nn.Module], name: str
+) -> Deferred:
+    """A network of the weights file, built with its stored weights (fp32, eval mode) on first
+    use."""
+
+    def load(state: dict | None) -> torch.nn.Module:
         net = build()
-        state = {k: v.float() if v.is_floating_point() else v for k, v in obj[key].items()}
         try:
-            net.load_state_dict(state)
+            if state is None:
+                raise KeyError(key)
+            net.load_state_dict(
+                {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+            )
         except (KeyError, RuntimeError) as exc:
             raise ModelError(f"model weights {name}: bad {key} network ({exc})") from None
         return net.eval()
 
-    return Deferred(make)
+    return _from_state(obj, key, load)
 
 
 def _load_enh_table(spec: BundleSpec, obj: dict, name: str) -> dict[str, np.ndarray] | None:
@@ -305,13 +324,15 @@ def _load_enh_table(spec: BundleSpec, obj: dict, name: str) -> dict[str, np.ndar
     return table
 
 
-def _load_enhancer(spec: BundleSpec, obj: dict, name: str) -> EnhanceNet | None:
+def _load_enhancer(spec: BundleSpec, state: dict | None, name: str) -> EnhanceNet | None:
     """The bundle's float enhancement network (training and reference), if it has one."""
     if not spec.enhance:
         return None
     try:
+        if state is None:
+            raise KeyError("enhance")
         net = build_enhance(spec.enhance)
-        net.load_state_dict({k: v.float() for k, v in obj["enhance"].items()})
+        net.load_state_dict({k: v.float() for k, v in state.items()})
     except (KeyError, ValueError, RuntimeError) as exc:
         raise ModelError(f"model weights {name}: bad enhancement network ({exc})") from None
     return net.eval()
