@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec import container, intenhance
+from semcodec import container, intenhance, zoo
 from semcodec.codec import Codec
 from semcodec.container import LayerKind
 from semcodec.enhance import choose, fit_class, pays
@@ -267,8 +267,7 @@ def test_integer_generators_read_unknown_as_the_float_one_does() -> None:
     from semcodec.classes import UNKNOWN_AS
     from semcodec.models.fixed import torch_kernel
 
-    codec = Codec("tiny")
-    parts = codec.decoder.parts
+    parts = zoo.decoder_parts(Codec("tiny").bundle)
     rng = np.random.default_rng(0)
     symbols = rng.integers(0, parts.levels, (parts.channels, 4, 4))
     labels = rng.integers(0, 11, (4, 4))

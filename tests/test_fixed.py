@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from semcodec import zoo
+from semcodec.codec import Codec
 from semcodec.errors import ModelError
 from semcodec.models import fixed
 from semcodec.models.compnet import dequantize
@@ -98,7 +99,8 @@ def test_integer_generator_is_close_to_the_float_one():
 
 
 def test_a_table_over_the_exact_range_is_refused(tmp_path):
-    """A stored table whose sums could pass 2**24 is refused when the bundle loads."""
+    """A stored table whose sums could pass 2**24 is refused before it makes any pixel: when
+    the bundle first needs its generator (a network is built on first use)."""
     gen = _generator("tiny")
     fg = fixed.from_float(gen, 8, fixed.synthetic_calibration(3, 8, 11, n=1, side=16))
     state = dict(fg.state)
@@ -110,8 +112,13 @@ def test_a_table_over_the_exact_range_is_refused(tmp_path):
     path = zoo.save_bundle(
         tmp_path, b.spec, b.seg, b.comp, b.gen, b.compact_table, {}, fixed_state=state
     )
+    bundle = zoo.load_bundle(str(path))
     with pytest.raises(ModelError, match="integer generator table"):
-        zoo.load_bundle(str(path))
+        bundle.fixed  # noqa: B018 - building it is the check
+    codec = Codec(str(path))
+    data = codec.encode(np.full((16, 16, 3), 128, np.uint8), quality=0)  # the generator's input
+    with pytest.raises(ModelError, match="integer generator table"):
+        codec.decode(data)
 
 
 SCRIPT = r"""

@@ -54,3 +54,30 @@ def test_help_does_not_import_torch() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "bench" in r.stdout and "encode" in r.stdout
+
+
+def test_one_file_encode_says_its_stages_on_a_terminal_only(tmp_path, monkeypatch) -> None:
+    """A single-file encode on a terminal shows which stage runs (the model's loading, the
+    segmentation, the residual, ...) and erases the line at the end; in a pipe stderr stays
+    empty."""
+    import numpy as np
+    from click.testing import CliRunner
+    from PIL import Image
+
+    import semcodec.progress
+    from semcodec.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    Image.fromarray(np.full((48, 64, 3), 90, np.uint8)).save("a.png")
+    args = ["encode", "a.png", "--model", "tiny", "--residual", "native", "--no-gating"]
+    piped = CliRunner().invoke(cli, [*args, "-o", "piped.sem"])
+    assert piped.exit_code == 0 and piped.stderr == ""
+    monkeypatch.setattr(semcodec.progress, "is_terminal", lambda _stream: True)
+    shown = CliRunner().invoke(cli, [*args, "-o", "shown.sem"])
+    assert shown.exit_code == 0, shown.output
+    err = shown.stderr
+    for stage in ("loading the model", "segment", "compnet", "generator", "residual"):
+        assert stage in err, (stage, err)
+    assert err.index("loading the model") < err.index("segment") < err.index("residual")
+    assert err.endswith("\r")  # erased (click drops the escape code off a real terminal)
+    assert (tmp_path / "piped.sem").read_bytes() == (tmp_path / "shown.sem").read_bytes()

@@ -179,6 +179,12 @@ class Codec:
         self.gating = gating_config or gating.GatingConfig()
         self.enhance = bool(enhance)
 
+    def _began(self, stage: str) -> None:
+        """Tell ``progress`` a stage began (total 0: no tiles), so a single file's encode on a
+        terminal says what it is doing."""
+        if self.progress is not None:
+            self.progress(stage, 0, 0)
+
     def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
         """Tasks that report each finished piece to ``progress`` (tiled images only)."""
         report = self.progress
@@ -238,7 +244,8 @@ class Codec:
                 lab_t = torch.from_numpy(lab.astype(np.int64))[None]
                 with torch.no_grad(), runtime.bf16_autocast(bf16):
                     t = bundle.comp(x, lab_t).float()
-                t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
+                if refine.steps:  # the float generator is built only to refine
+                    t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
                 return quantize(t, bundle.levels)[0].numpy()
 
             return run
@@ -329,6 +336,7 @@ class Codec:
         if problem:
             raise UnsupportedInput(problem)
         rgb = pad_rgb(img.rgb)
+        self._began("segment")
         labels = self.semantic_map(rgb)
         clock("segment")
         layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.map_symbols)}
@@ -451,6 +459,7 @@ class Codec:
         """CompNet and the compact layer, run and timed once per analysis."""
         if analysis.compact_layer is not None:
             return
+        self._began("compnet")
         _ = analysis.symbols  # CompNet
         clock("compnet")
         self._compact_layer(analysis)
@@ -538,6 +547,7 @@ class Codec:
             backend = get_backend(residual)
             if predicts:
                 if analysis.reconstruction is None:
+                    self._began("generator")
                     analysis.reconstruction = self.reconstruct(
                         analysis.symbols, analysis.labels, (h, w)
                     )
@@ -545,6 +555,7 @@ class Codec:
                 plans = self._candidates(analysis, int(quality))
             else:
                 plans = [self._flat(analysis)]
+            self._began("residual")
             chosen, gate = self._residual(analysis, int(quality), backend, plans)
             layers.update(chosen)
             analysis.modes[int(quality)] = None if gate is None else gate[0]
@@ -568,6 +579,7 @@ class Codec:
         )
         data = container.pack(header, layers)
         if self.enhance and self.bundle.enh_table is not None:
+            self._began("enhance")
             data, layers = self._enhanced(data, header, layers, img.rgb, int(quality))
             clock("enhance")
         stats = EncodeStats({k.name.lower(): len(v) for k, v in layers.items()}, len(data))
@@ -616,8 +628,9 @@ class Codec:
     def decoder(self) -> decoder.Decoder:
         """The decoder of this bundle's files, on the encoder's generator kernel."""
         if self._decoder is None:
+            parts = zoo.decoder_parts(self.bundle, with_generator=False)
             self._decoder = decoder.Decoder(
-                zoo.decoder_parts(self.bundle), self.kernel, self.limits, self.tiling
+                parts, decoder.deferred_kernel(lambda: self.kernel), self.limits, self.tiling
             )
         self._decoder.progress = self.progress
         return self._decoder

@@ -70,6 +70,19 @@ def auto_kernel(parts: DecoderParts) -> GeneratorKernel:
     return numpy_kernel(parts)
 
 
+def deferred_kernel(make: Callable[[], GeneratorKernel]) -> GeneratorKernel:
+    """A kernel made on its first tile: decoding (or the encoder's check of) a file that
+    codes the image itself never builds the generator."""
+    made: list[GeneratorKernel] = []
+
+    def run(symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        if not made:
+            made.append(make())
+        return made[0](symbols, labels)
+
+    return run
+
+
 def reconstruct(
     symbols: np.ndarray,
     labels: np.ndarray,
@@ -114,7 +127,7 @@ class Decoder:
         self.parts = parts
         self.enhance = enhance  # False: leave out the ENHANCE layer (benchmarks: its gain)
         self.enhancer = parts.int_enhancer()
-        self.kernel = kernel if kernel is not None else auto_kernel(parts)
+        self.kernel = kernel if kernel is not None else deferred_kernel(lambda: auto_kernel(parts))
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING
         self.progress: Callable[[str, int, int], None] | None = None

@@ -10,8 +10,10 @@ from __future__ import annotations
 import io
 import json
 import threading
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,7 +23,7 @@ from .entropy.compact import validate_table
 from .entropy.context_model import ContextModel
 from .errors import ModelError
 from .models import fixed
-from .models.compnet import COMPNET_CONFIGS, CompNet
+from .models.compnet import COMPNET_CONFIGS, CompNet, CompNetConfig
 from .models.enhance import EnhanceNet, build_enhance, to_integer
 from .models.fixed import FixedGenerator
 from .models.generator import GENERATOR_CONFIGS, Generator
@@ -36,41 +38,119 @@ from .registry import (  # noqa: F401
     state_hash,
     weights_dir,
 )
+from .runtime import single_thread
 
 FORMAT = 1
 
 
-@dataclass
-class ModelBundle:
-    """Loaded networks plus the integer entropy table; `hash` is what files record."""
+class Deferred:
+    """A network not built yet: ``make`` builds it when the bundle is first asked for it."""
 
-    spec: BundleSpec
-    seg: SegNet
-    comp: CompNet
-    gen: Generator
-    compact_table: np.ndarray
-    hash: str
-    info: dict
-    fixed: FixedGenerator | None = None  # the decoder's integer-grid generator (models/fixed.py)
-    enhancer: EnhanceNet | None = None  # the enhancement network, float (training, reference)
-    enh_table: dict[str, np.ndarray] | None = None  # its integer table (intenhance.py)
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+class _Built:
+    """A bundle attribute that builds its network on first read (and can be replaced)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, bundle: ModelBundle | None, owner: type | None = None) -> Any:
+        if bundle is None:
+            return self
+        return bundle.built(self.name)
+
+    def __set__(self, bundle: ModelBundle, value: Any) -> None:
+        bundle._nets[self.name] = value
+
+
+_BUILDING = threading.Lock()  # one network built at a time (bundles stay deep-copyable)
+
+
+class ModelBundle:
+    """Networks plus the integer entropy table; `hash` is what files record.
+
+    A network given as ``Deferred`` is built on first use, so a command pays only for the
+    networks it runs (an encode that codes the image itself never builds CompNet or the
+    generator).
+    """
+
+    seg: SegNet = _Built()  # type: ignore[assignment]
+    comp: CompNet = _Built()  # type: ignore[assignment]
+    gen: Generator = _Built()  # type: ignore[assignment]
+    # the decoder's integer-grid generator (models/fixed.py)
+    fixed: FixedGenerator | None = _Built()  # type: ignore[assignment]
+    # the enhancement network, float (training, reference)
+    enhancer: EnhanceNet | None = _Built()  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        spec: BundleSpec,
+        seg: SegNet | Deferred,
+        comp: CompNet | Deferred,
+        gen: Generator | Deferred,
+        compact_table: np.ndarray,
+        hash: str,
+        info: dict,
+        fixed: FixedGenerator | Deferred | None = None,
+        enhancer: EnhanceNet | Deferred | None = None,
+        enh_table: dict[str, np.ndarray] | None = None,  # its integer table (intenhance.py)
+    ) -> None:
+        self.spec, self.compact_table, self.hash, self.info = spec, compact_table, hash, info
+        self.enh_table = enh_table
+        self._nets: dict[str, Any] = {
+            "seg": seg,
+            "comp": comp,
+            "gen": gen,
+            "fixed": fixed,
+            "enhancer": enhancer,
+        }
+
+    def built(self, key: str) -> Any:
+        """The network ``key``, built now if it was deferred (once, whichever thread asks)."""
+        value = self._nets[key]
+        if isinstance(value, Deferred):
+            # one thread: building is memory-bound, and on a busy machine a second thread's
+            # waits made the segmentation network's 0.05 s load take up to 0.9 s
+            with _BUILDING, single_thread():
+                value = self._nets[key]
+                if isinstance(value, Deferred):
+                    value = self._nets[key] = value.make()
+        return value
+
+    def is_built(self, key: str) -> bool:
+        """Whether network ``key`` exists yet (tests of what a command loads)."""
+        return not isinstance(self._nets[key], Deferred)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
+    def _comp_config(self) -> CompNetConfig:
+        """CompNet's configuration, without building it."""
+        comp = self._nets["comp"]
+        return COMPNET_CONFIGS[self.spec.compnet] if isinstance(comp, Deferred) else comp.cfg
+
     @property
     def levels(self) -> int:
-        return self.comp.cfg.levels
+        return self._comp_config().levels
 
     @property
     def num_classes(self) -> int:
-        return self.comp.cfg.num_classes
+        return self._comp_config().num_classes
+
+    @property
+    def channels(self) -> int:
+        """Channels of the compact representation."""
+        return self._comp_config().out_channels
 
     @property
     def map_symbols(self) -> int:
         """The map's alphabet: the classes, and UNKNOWN where the network may say so."""
-        return self.num_classes + (1 if self.seg.cfg.unknown_below > 0 else 0)
+        seg = self._nets["seg"]
+        cfg = SEG_CONFIGS[self.spec.seg] if isinstance(seg, Deferred) else seg.cfg
+        return self.num_classes + (1 if cfg.unknown_below > 0 else 0)
 
 
 def _build(spec: BundleSpec) -> tuple[SegNet, CompNet, Generator, ContextModel]:
@@ -152,7 +232,8 @@ def save_bundle(
 
 
 def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
-    """Load weights without executing code (torch.load weights_only=True) and check them."""
+    """Load weights without executing code (torch.load weights_only=True) and check them;
+    each network is built from its state on first use."""
     try:
         data = read_weights(path)
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -163,40 +244,98 @@ def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
     file_spec = BundleSpec.from_json(obj["spec"])
     # the networks are the file's; a registered name keeps its name and weights file
     spec = replace(file_spec, name=spec.name, weights=spec.weights) if spec else file_spec
-    seg, comp, gen, _ = _build(spec)
-    for net, key in ((seg, "seg"), (comp, "comp"), (gen, "gen")):
-        net.load_state_dict(
-            {k: v.float() if v.is_floating_point() else v for k, v in obj[key].items()}
+    missing = [
+        f"{kind} {name!r}"
+        for kind, name, known in (
+            ("segmentation", spec.seg, SEG_CONFIGS),
+            ("compnet", spec.compnet, COMPNET_CONFIGS),
+            ("generator", spec.generator, GENERATOR_CONFIGS),
         )
+        if name not in known
+    ]
+    if missing:
+        raise ModelError(f"model weights {path.name}: unknown configuration {', '.join(missing)}")
+    comp_cfg = COMPNET_CONFIGS[spec.compnet]
     table = obj["compact_table"].numpy().astype(np.int32)
-    validate_table(table, comp.cfg.out_channels, comp.cfg.levels)
+    validate_table(table, comp_cfg.out_channels, comp_cfg.levels)
     h = state_hash(data)
     if spec.weights and not spec.weights.removesuffix(".pt").endswith(h[:8]):
         raise ModelError(f"model weights {path.name} do not match their recorded hash {h[:8]}")
-    gen_fixed = _load_fixed(obj.get("gen_fixed"), path.name)
-    enhancer, enh_table = _load_enhancer(spec, obj, path.name)
-    info = json.loads(obj["info"])
+    enh_table = _load_enh_table(spec, obj, path.name)
+    name = path.name
     return ModelBundle(
-        spec, seg.eval(), comp.eval(), gen.eval(), table, h, info, gen_fixed, enhancer, enh_table
+        spec,
+        _network_from_state(obj, "seg", lambda: SegNet(SEG_CONFIGS[spec.seg]), name),
+        _network_from_state(obj, "comp", lambda: CompNet(comp_cfg), name),
+        _network_from_state(obj, "gen", lambda: Generator(GENERATOR_CONFIGS[spec.generator]), name),
+        table,
+        h,
+        json.loads(obj["info"]),
+        _from_state(obj, "gen_fixed", lambda st: _load_fixed(st, name)),
+        _from_state(obj, "enhance", lambda st: _load_enhancer(spec, st, name)),
+        enh_table,
     )
 
 
-def _load_enhancer(
-    spec: BundleSpec, obj: dict, name: str
-) -> tuple[EnhanceNet | None, dict[str, np.ndarray] | None]:
-    """The bundle's enhancement network and its integer table (checked), if it has one."""
+def _from_state(obj: dict, key: str, make: Callable[[Any], Any]) -> Deferred:
+    """What ``make`` builds from the weights file's ``obj[key]``, on first use; the stored
+    state is then dropped, so the process keeps only the built network."""
+
+    def build() -> Any:
+        out = make(obj.get(key))
+        obj.pop(key, None)
+        return out
+
+    return Deferred(build)
+
+
+def _network_from_state(
+    obj: dict, key: str, build: Callable[[], torch.nn.Module], name: str
+) -> Deferred:
+    """A network of the weights file, built with its stored weights (fp32, eval mode) on first
+    use."""
+
+    def load(state: dict | None) -> torch.nn.Module:
+        net = build()
+        try:
+            if state is None:
+                raise KeyError(key)
+            net.load_state_dict(
+                {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+            )
+        except (KeyError, RuntimeError) as exc:
+            raise ModelError(f"model weights {name}: bad {key} network ({exc})") from None
+        return net.eval()
+
+    return _from_state(obj, key, load)
+
+
+def _load_enh_table(spec: BundleSpec, obj: dict, name: str) -> dict[str, np.ndarray] | None:
+    """The bundle's integer enhancement table (checked), if it has one: the encoder fits it."""
     if not spec.enhance:
-        return None, None
+        return None
     from .intenhance import check_enh_table
 
     try:
-        net = build_enhance(spec.enhance)
-        net.load_state_dict({k: v.float() for k, v in obj["enhance"].items()})
         table = {k: v.numpy() for k, v in obj["enh_fixed"].items()}
         check_enh_table(table)
     except (KeyError, ValueError, RuntimeError) as exc:
         raise ModelError(f"model weights {name}: bad enhancement network ({exc})") from None
-    return net.eval(), table
+    return table
+
+
+def _load_enhancer(spec: BundleSpec, state: dict | None, name: str) -> EnhanceNet | None:
+    """The bundle's float enhancement network (training and reference), if it has one."""
+    if not spec.enhance:
+        return None
+    try:
+        if state is None:
+            raise KeyError("enhance")
+        net = build_enhance(spec.enhance)
+        net.load_state_dict({k: v.float() for k, v in state.items()})
+    except (KeyError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"model weights {name}: bad enhancement network ({exc})") from None
+    return net.eval()
 
 
 def _load_fixed(state: dict | None, name: str) -> FixedGenerator | None:
@@ -283,17 +422,20 @@ def load_bundle(name_or_path: str = DEFAULT_MODEL) -> ModelBundle:
         return bundle
 
 
-def decoder_parts(bundle: ModelBundle, released: str = "") -> DecoderParts:
-    """What decoding this bundle's files needs (parts.py), taken from the loaded bundle."""
+def decoder_parts(
+    bundle: ModelBundle, released: str = "", with_generator: bool = True
+) -> DecoderParts:
+    """What decoding this bundle's files needs (parts.py), taken from the loaded bundle;
+    without the generator table for a decoder given its own kernel (nothing built for it)."""
     gen = None
-    if bundle.fixed is not None:
+    if with_generator and bundle.fixed is not None:
         gen = {k: v.numpy() for k, v in bundle.fixed.state.items()}
     return DecoderParts(
         name=bundle.name,
         hash=bundle.hash,
         released=released,
         levels=bundle.levels,
-        channels=bundle.comp.cfg.out_channels,
+        channels=bundle.channels,
         num_classes=bundle.map_symbols,
         compact_table=bundle.compact_table,
         generator=gen,

@@ -36,6 +36,7 @@ from .common import (
     debug_option,
     describe_error,
     error,
+    import_torch,
     warning,
     with_name,
 )
@@ -80,6 +81,7 @@ def tile_progress() -> Callable[[str, int, int], None] | None:
 def _decide_before_workers() -> None:
     """Make the bf16 decision once, here, and hand it to every worker (files must not depend
     on which worker encoded them): forked workers inherit it, spawned ones read the env."""
+    import_torch()
     from .. import runtime
 
     os.environ.setdefault(runtime.BF16_ENV, "1" if runtime.bf16_decision().use else "0")
@@ -88,6 +90,7 @@ def _decide_before_workers() -> None:
 def _init_worker(models: tuple[str, ...]) -> None:
     """Pool initializer: one torch thread per worker, models loaded once, Ctrl-C left to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import_torch()
     import torch
 
     torch.set_num_threads(1)
@@ -415,10 +418,11 @@ class BatchProgress(Progress):
         self.enabled = self.tty and total > 1
 
     def tiles(self, stage: str, done: int, total: int) -> None:
-        """Progress within one tiled image (Codec.progress): shown even for a single file."""
+        """Progress within one image (Codec.progress): the stage that began (total 0) or a
+        tiled image's tiles; shown even for a single file."""
         if self.tty:
             self.enabled = True
-            self.detail = f"{stage} tile {done}/{total}"
+            self.detail = f"{stage} tile {done}/{total}" if total else stage
             self.draw()
 
     def step(self) -> None:

@@ -45,6 +45,7 @@ from .common import (
     describe_error,
     effort_option,
     error,
+    import_torch,
     warning,
     with_name,
 )
@@ -100,6 +101,7 @@ _LAYER_SHORT = {
 @click.command()
 def doctor() -> None:
     """Print versions, CPU, instruction set, the bf16 decision and threads (for bug reports)."""
+    import_torch()
     from .. import runtime
 
     for key, value in runtime.diagnostics().items():
@@ -127,6 +129,10 @@ class _EncodeTask:
 
 def _encode_work(task: _EncodeTask) -> Outcome:
     """Load, encode (searching quality for a size target) and describe one image."""
+    progress = tile_progress()
+    if progress is not None:  # torch's import and the model take most of a small encode
+        progress("loading the model", 0, 0)
+    import_torch()
     from ..codec import get_codec
     from ..gating import GatingConfig
     from ..imageio import load_image
@@ -135,7 +141,7 @@ def _encode_work(task: _EncodeTask) -> Outcome:
     codec = get_codec(task.model)
     codec.effort = task.effort  # this process's codec, one task at a time
     codec.gating = GatingConfig(enabled=task.gating)
-    codec.progress = tile_progress()
+    codec.progress = progress
     image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
     residual = task.residual or DEFAULT_RESIDUAL
     stats_by_quality = {}

@@ -12,7 +12,7 @@ from ..errors import SemcodecError
 from ..labelmap import label_image
 from .batch import deliver, plan_problem, stdin_bytes
 from .codec import png_bytes
-from .common import STDIO, debug_option
+from .common import STDIO, debug_option, import_torch
 
 
 @click.command()
@@ -29,6 +29,7 @@ def segment(image: str, output: str, color: bool, model: str, force: bool) -> No
     problem = plan_problem(image, output, force, set())
     if problem is not None:
         raise SemcodecError(problem)
+    import_torch()
     from ..imageio import load_image
     from ..segment import full_resolution_labels
     from ..zoo import load_bundle
