@@ -120,3 +120,24 @@ def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
     for k, v in src.enh_table.items():
         np.testing.assert_array_equal(bundle.enh_table[k], v)
     assert bundle.info["seg_finetune_steps"] == 3
+
+
+def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(tmp_path) -> None:
+    """A run checkpointed and resumed mid-schedule (optimiser, schedule, data order) ends with
+    the weights of the same run never stopped."""
+    from semcodec.train.seg import SegTrainConfig, train_seg
+
+    def run(out, iters: int) -> None:
+        cfg = SegTrainConfig(model="tiny", iters=iters, batch=2, crop=(32, 32), bf16=False)
+        cfg.iters = 4  # the schedule is the whole run's; `iters` only says where it stops
+        train_seg(cfg, None, out, True, save_every_s=0.0, synthetic=True, stop_at=iters)
+
+    run(tmp_path / "once", 4)
+    run(tmp_path / "twice", 2)
+    assert torch.load(tmp_path / "twice" / "seg-checkpoint.pt", weights_only=True)["step"] == 2
+    run(tmp_path / "twice", 4)
+    a = torch.load(tmp_path / "once" / "seg-checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "twice" / "seg-checkpoint.pt", weights_only=True)["model"]
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)

@@ -136,8 +136,10 @@ def train_seg(
     save_every_s: float = 300.0,
     synthetic: bool = False,
     log: Path | None = None,
+    stop_at: int | None = None,
 ) -> SegNet:
-    """Train on CamVid train+val (or a synthetic set) with DDP when launched by torchrun."""
+    """Train on CamVid train+val (or a synthetic set) with DDP when launched by torchrun;
+    ``stop_at`` ends the run (checkpointed) before its schedule's last step."""
     rank, world, device = setup_distributed()
     torch.manual_seed(cfg.seed + rank)
     if synthetic or data is None:
@@ -177,11 +179,14 @@ def train_seg(
     aug = SegAugment(cfg.crop, scale=cfg.scale, seed=cfg.seed * 1000 + rank + step)
     persons = read_person_set(Path(cfg.person_data)) if cfg.person_data else None
     person_aug = PersonAugment(cfg.crop, cfg.person_scale, seed=cfg.seed * 1000 + rank + step + 7)
+    if state is not None and "data_order" in state:  # continue the interrupted run's draws
+        restore_data_order(json.loads(state["data_order"]), aug, person_aug)
     prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
     last_save, seen, hours = time.time(), 0, float(state.get("hours", 0.0)) if state else 0.0
     t_start = time.time()
     net.train()
-    while step < cfg.iters:
+    end = cfg.iters if stop_at is None else min(stop_at, cfg.iters)
+    while step < end:
         lr = poly_lr(cfg.lr, step, cfg.iters)
         for g in opt.param_groups:
             g["lr"] = lr * g.get("lr_scale", 1.0)
@@ -193,7 +198,7 @@ def train_seg(
         if log is not None and rank == 0 and step % 10 == 0:
             with open(log, "a") as f:
                 f.write(json.dumps({"step": step, "loss": loss, "lr": lr, "t": time.time()}) + "\n")
-        if rank == 0 and (time.time() - last_save > save_every_s or step == cfg.iters):
+        if rank == 0 and (time.time() - last_save > save_every_s or step in (cfg.iters, end)):
             h = hours + (time.time() - t_start) / 3600
             save_checkpoint(
                 ckpt_path,
@@ -203,11 +208,23 @@ def train_seg(
                     "step": step,
                     "hours": h,
                     "config": json.dumps(asdict(cfg)),
+                    "data_order": json.dumps(data_order(aug, person_aug)),
                 },
             )
             last_save = time.time()
     cleanup_distributed()
     return net
+
+
+def data_order(aug: SegAugment, person_aug: PersonAugment) -> dict:
+    """Where the batch draws stand, so a resumed run draws what the uninterrupted one would."""
+    return {"camvid": aug.rng.bit_generator.state, "persons": person_aug.rng.bit_generator.state}
+
+
+def restore_data_order(order: dict, aug: SegAugment, person_aug: PersonAugment) -> None:
+    """Put the augmenters' generators back where a checkpoint left them."""
+    aug.rng.bit_generator.state = order["camvid"]
+    person_aug.rng.bit_generator.state = order["persons"]
 
 
 @torch.no_grad()
