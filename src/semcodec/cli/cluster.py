@@ -23,8 +23,8 @@ from typing import Any
 import click
 
 from ..errors import SemcodecError
-from .batch import WINDOW_PER_WORKER, Outcome, windowed
 from .common import describe_error
+from .workers import WINDOW_PER_WORKER, Outcome, load_models, windowed
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
 
@@ -82,20 +82,6 @@ def _plugin_class() -> type:
             load_models(self.models, self.bf16)
 
     return ModelLoader
-
-
-def load_models(models: tuple[str, ...], bf16: str | None) -> None:
-    """A worker's start: the bf16 decision, then every model loaded once."""
-    from .. import runtime
-
-    if bf16 is not None:
-        os.environ[runtime.BF16_ENV] = bf16
-    runtime.keep_heap()  # one task at a time per worker process
-    from ..codec import get_codec
-
-    for name in models:
-        with contextlib.suppress(Exception):  # a bad model is reported per file when used
-            get_codec(name)
 
 
 _THREAD_READY = threading.local()
