@@ -39,7 +39,15 @@ from .common import (
 )
 from .dataset import DatasetOptions
 from .report import FileRecord, Report, bits_per_pixel
-from .workers import WINDOW_PER_WORKER, Done, Outcome, run_here, windowed
+from .workers import (
+    WINDOW_PER_WORKER,
+    Done,
+    Outcome,
+    load_models,
+    one_torch_thread,
+    run_here,
+    windowed,
+)
 
 # the in-process batch's tile progress (Codec.progress); None in worker processes
 _TILE_PROGRESS: Callable[[str, int, int], None] | None = None
@@ -61,17 +69,8 @@ def _decide_before_workers() -> None:
 def _init_worker(models: tuple[str, ...]) -> None:
     """Pool initializer: one torch thread per worker, models loaded once, Ctrl-C left to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import torch
-
-    torch.set_num_threads(1)
-    from .. import runtime
-    from ..codec import get_codec
-
-    runtime.keep_heap()
-
-    for name in models:
-        with contextlib.suppress(Exception):  # a bad model is reported per file when used
-            get_codec(name)
+    one_torch_thread()
+    load_models(models)
 
 
 def _mp_context() -> mp.context.BaseContext:

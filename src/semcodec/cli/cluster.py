@@ -24,7 +24,7 @@ import click
 
 from ..errors import SemcodecError
 from .common import describe_error
-from .workers import WINDOW_PER_WORKER, Outcome, load_models, windowed
+from .workers import WINDOW_PER_WORKER, Outcome, load_models, one_torch_thread, windowed
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
 
@@ -92,9 +92,7 @@ def run_task(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
     """One task on a worker: one torch thread per task thread, and one task per process at a
     time (a worker's codec is shared; give workers --nthreads 1 and several processes)."""
     if not getattr(_THREAD_READY, "done", False):
-        import torch
-
-        torch.set_num_threads(1)
+        one_torch_thread()
         _THREAD_READY.done = True
     with _CODEC_LOCK:
         return fn(task)

@@ -84,8 +84,16 @@ def windowed(
         yield head.outcome if isinstance(head, Done) else result(head)
 
 
-def load_models(models: tuple[str, ...], bf16: str | None) -> None:
-    """A worker's start: the bf16 decision, then every model loaded once."""
+def one_torch_thread() -> None:
+    """One torch thread per task: the workers already share the CPUs between them."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def load_models(models: tuple[str, ...], bf16: str | None = None) -> None:
+    """A worker's start, for -j and --cluster alike: the parent's bf16 decision (where it is
+    not inherited), the heap kept, then every model loaded once."""
     from .. import runtime
 
     if bf16 is not None:
