@@ -35,7 +35,7 @@ test: venv
 	$(BIN)/python -m pytest -q tests
 
 lint: venv
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests tools
 
 bench: bench-deps
 	$(BIN)/semcodec bench rd --images $(KODAK) --out bench-out/kodak.json --csv bench-out/kodak.csv --plot docs/rd-kodak.png

@@ -29,8 +29,11 @@ def scene(width: int = 192, height: int = 128, seed: int = 3) -> np.ndarray:
     return np.clip(rgb, 0, 255).astype(np.uint8)
 
 
-# Files of ``scene()`` as the encoder of 2026-12-01 wrote them, before ROI existed (the
-# "tiny" bundle, fp32 encoder; no later change but ROI may alter them):
+# Files of ``scene()`` as the encoder from before ROI writes them: commit 16f0ac4 (the parent of
+# the first ROI commit), "tiny" bundle, fp32 encoder, in the test environment. Checked by
+# running that commit's own encoder, not this one's:
+#   git archive 16f0ac4 src | tar -x -C /tmp/pre
+#   PYTHONPATH=/tmp/pre/src python -c "...Codec('tiny', bf16=False).encode(scene(), q, residual)"
 # (quality, residual) -> (SHA-256 of the map layer, SHA-256 of the file).
 BEFORE_ROI = {
     (50, "avif"): (
@@ -131,7 +134,8 @@ def test_quality_zero_has_no_residual_and_no_roi_layer(codec, monkeypatch) -> No
 # ----- nothing else moves --------------------------------------------------------------------
 @pytest.mark.parametrize(("quality", "residual"), sorted(BEFORE_ROI))
 def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> None:
-    """Without --roi the encoder writes exactly what it wrote before ROI existed."""
+    """Without --roi the encoder writes exactly what the encoder from before ROI wrote (its
+    hashes above), and no ROI layer."""
     from semcodec import container
     from semcodec.codec import Codec
 

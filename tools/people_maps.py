@@ -10,6 +10,7 @@ in the CamVid palette (UNKNOWN black), each panel labelled.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,15 +43,15 @@ def panel(img: Image.Image, text: str) -> Image.Image:
     return label_panel(img.convert("RGB").resize((w, HEIGHT), Image.Resampling.NEAREST), text)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Write one side-by-side PNG per photo."""
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=Path, required=True)
     ap.add_argument("--names", required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--model", action="append", default=[], help="bundle name (repeatable)")
     ap.add_argument("--weights", action="append", default=[], help="NAME=checkpoint (repeatable)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     nets = [(m, seg_net(m, None)) for m in args.model]
     nets += [(w.split("=", 1)[0], seg_net(None, w.split("=", 1)[1])) for w in args.weights]
     args.out.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ bytes and the PSNR inside and outside the codec's ROI (its map plus margin) for 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -66,14 +67,14 @@ def one(codec: Codec, rgb: np.ndarray, quality: int, name: str, out: Path) -> st
     return "| " + " | ".join(cells) + " |"
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Crops of the Kodak photos with people and two CamVid test frames."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kodak", type=Path, default=Path("../shared/data/kodak"))
     ap.add_argument("--camvid", type=Path, default=Path("../shared/data/camvid"))
     ap.add_argument("--out", type=Path, default=Path("docs/crops/roi"))
     ap.add_argument("--quality", type=int, default=40)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     codec = Codec("default")
     print(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,11 +59,12 @@ def measure(rgb: np.ndarray, codec: Codec, avif: AvifAdapter) -> dict:
     return {"bd_psnr": bd, "excess_pct": excess, "side_bytes": side}
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """Every photo's BD-rate and per-quality excess, printed (and written as JSON with --out)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data/bsds500-test"))
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     codec, avif, out = Codec("default"), AvifAdapter(), {}
     for name in PHOTOS:

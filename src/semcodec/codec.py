@@ -36,13 +36,13 @@ from .metadata import Metadata, encode_metadata
 from .models import fixed
 from .models.compnet import dequantize, quantize
 from .models.generator import pixels
+from .netinput import context_pixels
 from .refine import RefineConfig, refine_latents
 from .tiling import (
     DEFAULT_TILING,
     MULTIPLE,
     Region,
     Tiling,
-    context_pixels,
     grow,
     pad_rgb,
     paste,

@@ -19,7 +19,8 @@ from PIL import Image
 from . import runtime
 from .classes import UNKNOWN
 from .models.segmentation import Branch, SegNet
-from .tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, context_pixels, pad_rgb, paste
+from .netinput import context_pixels
+from .tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, pad_rgb, paste
 
 T = TypeVar("T")
 Runner = Callable[[Sequence[Callable[[], T]], str], list[T]]

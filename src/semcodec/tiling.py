@@ -8,12 +8,8 @@ same tiles and the encoder's residual is computed against the decoder's image.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:  # torch is imported by the encoder-side helpers only (the decoder needs none)
-    import torch
 
 MULTIPLE = 8  # the networks' common size multiple (CompNet stride 8, segmentation output stride 8)
 MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/8 needs 4 positions
@@ -94,30 +90,12 @@ def pad_rgb(rgb: np.ndarray) -> np.ndarray:
     return np.pad(rgb, ((0, ph), (0, pw), (0, 0)), mode="edge") if ph or pw else rgb
 
 
-def to_tensor(rgb: np.ndarray) -> torch.Tensor:
-    """(h,w,3) uint8 → (1,3,h,w) float in [0,1], grown to MIN_SIDE by edge replication."""
-    import torch
-    import torch.nn.functional as F
-
-    # A copy: image arrays are often read-only views, which torch.from_numpy warns about.
-    x = torch.from_numpy(np.array(rgb, dtype=np.uint8)).permute(2, 0, 1).float().div(255.0)[None]
-    h, w = x.shape[-2:]
-    ph, pw = max(0, MIN_SIDE - h), max(0, MIN_SIDE - w)
-    return F.pad(x, (0, pw, 0, ph), mode="replicate") if ph or pw else x
-
-
 def grow(a: np.ndarray, h: int, w: int) -> np.ndarray:
     """Edge-pad the last two axes of a 1/8-resolution array to at least h x w."""
     ph, pw = max(0, h - a.shape[-2]), max(0, w - a.shape[-1])
     if not (ph or pw):
         return a
     return np.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, ph), (0, pw)], mode="edge")
-
-
-def context_pixels(rgb: np.ndarray, r: Region) -> torch.Tensor:
-    """The network input of a region given in 1/8 units: its context's pixels as a tensor."""
-    cy0, cy1, cx0, cx1 = r.ctx
-    return to_tensor(rgb[cy0 * MULTIPLE : cy1 * MULTIPLE, cx0 * MULTIPLE : cx1 * MULTIPLE])
 
 
 def paste(out, r: Region, piece) -> None:

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import multiprocessing as mp
 import os
 import signal
 import sys
 import time
 import traceback
-from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -42,32 +40,15 @@ from .common import (
 )
 from .dataset import DatasetOptions
 from .report import FileRecord, Report, bits_per_pixel
-
-
-@dataclass
-class Outcome:
-    """What processing one file produced; plain data so it crosses process boundaries."""
-
-    ok: bool
-    data: bytes = b""
-    extra: bytes | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    error: str = ""
-    trace: str = ""
-    seconds: float = 0.0
-
-
-def guarded(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
-    """Run one file's work, turning any failure into a reportable outcome (the batch goes on)."""
-    started = time.perf_counter()
-    try:
-        outcome = fn(task)
-    except Exception as exc:  # noqa: BLE001 - reported per file, the batch continues
-        outcome = Outcome(False, error=describe_error(exc), trace=traceback.format_exc())
-    outcome.seconds = time.perf_counter() - started
-    return outcome
-
+from .workers import (
+    WINDOW_PER_WORKER,
+    Done,
+    Outcome,
+    load_models,
+    one_torch_thread,
+    run_here,
+    windowed,
+)
 
 # the in-process batch's tile progress (Codec.progress); None in worker processes
 _TILE_PROGRESS: Callable[[str, int, int], None] | None = None
@@ -90,18 +71,8 @@ def _decide_before_workers() -> None:
 def _init_worker(models: tuple[str, ...]) -> None:
     """Pool initializer: one torch thread per worker, models loaded once, Ctrl-C left to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import_torch()
-    import torch
-
-    torch.set_num_threads(1)
-    from .. import runtime
-    from ..codec import get_codec
-
-    runtime.keep_heap()
-
-    for name in models:
-        with contextlib.suppress(Exception):  # a bad model is reported per file when used
-            get_codec(name)
+    one_torch_thread()
+    load_models(models)
 
 
 def _mp_context() -> mp.context.BaseContext:
@@ -111,48 +82,8 @@ def _mp_context() -> mp.context.BaseContext:
     return mp.get_context("spawn")
 
 
-#: tasks in flight per worker: enough to keep workers busy, few enough for a million inputs
-WINDOW_PER_WORKER = 4
 #: how often a task lost with a dead worker process is run again before it is failed
 RETRIES = 1
-_END = object()
-
-
-@dataclass(frozen=True)
-class Done:
-    """A task that needs no worker: its outcome is known already (another process wrote its
-    outputs meanwhile), so it is settled in its turn without being computed."""
-
-    outcome: Outcome
-
-
-def run_here(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
-    """One task's outcome in this process (a ``Done`` one is not computed)."""
-    return task.outcome if isinstance(task, Done) else fn(task)
-
-
-def windowed(
-    submit: Callable[[Any], Any],
-    result: Callable[[Any], Outcome],
-    tasks: Iterable[Any],
-    window: int,
-) -> Iterator[Outcome]:
-    """Outcomes in task order with at most ``window`` tasks submitted and not yet collected."""
-
-    def hand_out(task: Any) -> Any:
-        """Submit a task to the workers, or keep a ``Done`` one as it is."""
-        return task if isinstance(task, Done) else submit(task)
-
-    pending: deque[Any] = deque()
-    queue = iter(tasks)
-    for task in itertools.islice(queue, window):
-        pending.append(hand_out(task))
-    while pending:
-        head = pending.popleft()
-        nxt = next(queue, _END)
-        if nxt is not _END:
-            pending.append(hand_out(nxt))
-        yield head.outcome if isinstance(head, Done) else result(head)
 
 
 @dataclass

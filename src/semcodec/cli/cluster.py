@@ -23,8 +23,8 @@ from typing import Any
 import click
 
 from ..errors import SemcodecError
-from .batch import WINDOW_PER_WORKER, Outcome, windowed
 from .common import describe_error
+from .workers import WINDOW_PER_WORKER, Outcome, load_models, one_torch_thread, windowed
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
 
@@ -84,20 +84,6 @@ def _plugin_class() -> type:
     return ModelLoader
 
 
-def load_models(models: tuple[str, ...], bf16: str | None) -> None:
-    """A worker's start: the bf16 decision, then every model loaded once."""
-    from .. import runtime
-
-    if bf16 is not None:
-        os.environ[runtime.BF16_ENV] = bf16
-    runtime.keep_heap()  # one task at a time per worker process
-    from ..codec import get_codec
-
-    for name in models:
-        with contextlib.suppress(Exception):  # a bad model is reported per file when used
-            get_codec(name)
-
-
 _THREAD_READY = threading.local()
 _CODEC_LOCK = threading.Lock()
 
@@ -106,9 +92,7 @@ def run_task(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
     """One task on a worker: one torch thread per task thread, and one task per process at a
     time (a worker's codec is shared; give workers --nthreads 1 and several processes)."""
     if not getattr(_THREAD_READY, "done", False):
-        import torch
-
-        torch.set_num_threads(1)
+        one_torch_thread()
         _THREAD_READY.done = True
     with _CODEC_LOCK:
         return fn(task)

@@ -24,10 +24,8 @@ from ..metadata import KINDS as METADATA_KINDS
 from ..ratecontrol import bytes_for_bpp, search_quality
 from ..verify import Existing, check_image, check_sem, sem_layer_bytes
 from .batch import (
-    Outcome,
     check_io_args,
     display,
-    guarded,
     io_options,
     output_name,
     read_input,
@@ -50,6 +48,7 @@ from .common import (
     with_name,
 )
 from .dataset import DatasetOptions, dataset_options
+from .workers import Outcome, guarded
 
 # the residual coders' names, from the format's codes (no coder module imported at start-up)
 BACKENDS = tuple(kind.label for kind in container.ResidualKind if kind != container.RESIDUAL_NONE)

@@ -1,0 +1,80 @@
+"""The scripts in tools/ keep working against today's library: each imports, parses its
+options, and its measuring function runs on a small picture with the test bundle."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from PIL import Image
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+SCRIPTS = sorted(TOOLS.glob("*.py"))
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
+
+
+def load(path: Path) -> ModuleType:
+    """A script as a module, without running its main (guarded by ``__name__``)."""
+    spec = importlib.util.spec_from_file_location(f"tools_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def picture(width: int = 96, height: int = 64) -> np.ndarray:
+    """A small textured RGB picture."""
+    y, x = np.mgrid[0:height, 0:width]
+    rgb = np.stack([x * 2 % 256, y * 3 % 256, (x + y) * 5 % 256], -1)
+    return rgb.astype(np.uint8)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_a_tool_imports_and_shows_its_help(path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Every script: a docstring, a main taking argv, ``--help`` exits 0 with the first line."""
+    module = load(path)
+    assert module.__doc__, f"{path.name} has no docstring"
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--help"])
+    assert stop.value.code == 0
+    assert module.__doc__.splitlines()[0].split()[0] in capsys.readouterr().out
+
+
+def test_every_tool_is_described_in_the_tools_readme() -> None:
+    """tools/README.md names exactly the scripts there are."""
+    named = set(re.findall(r"`(\w+\.py)`", (TOOLS / "README.md").read_text()))
+    assert named == {p.name for p in SCRIPTS}
+
+
+def test_roi_crops_one_photo(tmp_path: Path) -> None:
+    """roi_crops: the ROI file and the uniform one of no more bytes, a crop, a table row."""
+    from semcodec.codec import Codec
+
+    module = load(TOOLS / "roi_crops.py")
+    rgb = picture(*module.CROP)  # the crop is fixed; the photo at least as large
+    row = module.one(Codec("tiny", bf16=False), rgb, 40, "p", tmp_path)
+    assert row.startswith("| p |") and (tmp_path / "roi-p.png").is_file()
+
+
+def test_structure_photos_measure() -> None:
+    """structure_photos: a BD-rate entry and one excess per quality against AVIF."""
+    from semcodec.bench.codecs import AvifAdapter
+    from semcodec.codec import Codec
+
+    module = load(TOOLS / "structure_photos.py")
+    r = module.measure(picture(), Codec("tiny", bf16=False), AvifAdapter())
+    assert len(r["excess_pct"]) == len(module.QUALITIES) and r["side_bytes"] > 0
+
+
+def test_people_maps_writes_a_panel(tmp_path: Path) -> None:
+    """people_maps: the photo beside a bundle's map, one PNG."""
+    module = load(TOOLS / "people_maps.py")
+    Image.fromarray(picture()).save(tmp_path / "photo.png")
+    args = ["--images", str(tmp_path), "--names", "photo", "--model", "tiny", "--out"]
+    module.main([*args, str(tmp_path / "out")])
+    assert (tmp_path / "out" / "map-photo.png").is_file()
