@@ -141,3 +141,37 @@ def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(tmp_
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
+
+
+def test_enhance_training_stopped_and_resumed_reaches_the_uninterrupted_weights(tmp_path) -> None:
+    """Optimiser, schedule and the crops' order survive a stop: the same weights as one run."""
+    from semcodec.train.enhance import EnhanceTrainConfig, train_enhance
+
+    _shards(tmp_path / "data")
+    cfg = EnhanceTrainConfig(model="tiny", iters=6, batch=2, hold_out=1)
+    train_enhance(cfg, tmp_path / "data", tmp_path / "once", save_every_s=0.0)
+    train_enhance(cfg, tmp_path / "data", tmp_path / "twice", save_every_s=0.0, stop_at=3)
+    train_enhance(cfg, tmp_path / "data", tmp_path / "twice", save_every_s=0.0)
+    a = torch.load(tmp_path / "once" / "enh-checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "twice" / "enh-checkpoint.pt", weights_only=True)
+    assert a["step"] == b["step"] == 6
+    for k in a["model"]:
+        torch.testing.assert_close(a["model"][k], b["model"][k], rtol=0, atol=0, msg=k)
+
+
+def test_enhance_training_starts_from_given_weights(tmp_path) -> None:
+    """--init: a new run starts from another run's weights (e.g. a GPU run), not from zero."""
+    from semcodec.models.enhance import build_enhance
+    from semcodec.train.enhance import EnhanceTrainConfig, train_enhance
+
+    _shards(tmp_path / "data")
+    start = build_enhance("tiny")
+    torch.nn.init.normal_(start.last.weight, std=0.1)
+    torch.save({"model": start.state_dict()}, tmp_path / "start.pt")
+    cfg = EnhanceTrainConfig(model="tiny", iters=1, batch=2, hold_out=1, lr=1e-9)
+    cfg.init = str(tmp_path / "start.pt")
+    train_enhance(cfg, tmp_path / "data", tmp_path / "run", save_every_s=0.0)
+    got = torch.load(tmp_path / "run" / "enh-checkpoint.pt", weights_only=True)["model"]
+    torch.testing.assert_close(
+        got["last.weight"], start.state_dict()["last.weight"], atol=1e-6, rtol=0
+    )

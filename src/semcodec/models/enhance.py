@@ -39,6 +39,10 @@ ENHANCE_CONFIGS: dict[str, EnhanceConfig] = {
     "small": EnhanceConfig(),  # 2.9 kMAC per pixel
     "small-s2": EnhanceConfig(width=16, layers=2, s2d=2),  # 2.0 kMAC per pixel
     "tiny": EnhanceConfig(width=8, layers=1, s2d=2),
+    # the complexity-gain curve (docs/training.md): wider and deeper, 8.6 to 18.1 kMAC per pixel
+    "s2-w32-l3": EnhanceConfig(width=32, layers=3, s2d=2),
+    "s4-w64-l4": EnhanceConfig(width=64, layers=4, s2d=4),
+    "s2-w48-l3": EnhanceConfig(width=48, layers=3, s2d=2),
 }
 
 

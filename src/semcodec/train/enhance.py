@@ -31,6 +31,7 @@ class EnhanceTrainConfig:
 
     model: str = "small"
     iters: int = 20000
+    init: str = ""  # start a new run from these weights (train.gpu's enh-*.pt or a checkpoint)
     batch: int = 16
     lr: float = 1e-3
     seed: int = 0
@@ -61,9 +62,9 @@ def make_data(
     """Write one shard per training image (skips shards already written: resumable)."""
     from PIL import Image
 
-    from ..codec import get_codec
+    from ..codec import Codec
 
-    codec = get_codec(model)
+    codec = Codec(model, enhance=False)  # the pictures the post-filter will see: before it
     paths = list_images(photos)
     if camvid is not None:
         for split in ("train", "val"):
@@ -163,8 +164,15 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     return 10 * np.log10(255.0**2 / max(mse, 1e-10))
 
 
-def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: float) -> None:
-    """Adam on MSE against the originals, cosine-decayed; resumes from out/enh-checkpoint.pt."""
+def train_enhance(
+    cfg: EnhanceTrainConfig,
+    data: Path,
+    out: Path,
+    save_every_s: float,
+    stop_at: int | None = None,
+) -> None:
+    """Adam on MSE against the originals, cosine-decayed; resumes from out/enh-checkpoint.pt;
+    ``stop_at`` ends the run (checkpointed) before its schedule's last step."""
     torch.manual_seed(cfg.seed)
     shards = load_shards(data)
     train, held = split_shards(shards, cfg.hold_out)
@@ -178,12 +186,17 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
         step, hours = int(state["step"]), float(state.get("hours", 0.0))
+    elif cfg.init:
+        net.load_state_dict(torch.load(cfg.init, map_location="cpu", weights_only=True)["model"])
     net.to(device)
     rng = np.random.default_rng(cfg.seed * 1000 + step)
+    if state is not None and "data_order" in state:  # the uninterrupted run's next crops
+        rng.bit_generator.state = json.loads(state["data_order"])
     prog = Progress(cfg.iters, step, every=50)
     t0, last = time.time(), time.time()
     log = out / "log.jsonl"
-    while step < cfg.iters:
+    end = cfg.iters if stop_at is None else min(stop_at, cfg.iters)
+    while step < end:
         lr = float(cfg.lr * 0.5 * (1 + np.cos(np.pi * step / cfg.iters)))
         for g in opt.param_groups:
             g["lr"] = lr
@@ -194,7 +207,7 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
         opt.step()
         step += 1
         prog.update(step, step * cfg.batch, loss=loss.item(), lr=lr)
-        if time.time() - last > save_every_s or step == cfg.iters:
+        if time.time() - last > save_every_s or step in (cfg.iters, end):
             h = hours + (time.time() - t0) / 3600
             ev = evaluate(net.cpu(), held) if held else {}
             net.to(device)
@@ -207,6 +220,7 @@ def train_enhance(cfg: EnhanceTrainConfig, data: Path, out: Path, save_every_s: 
                     "hours": h,
                     "config": json.dumps(asdict(cfg)),
                     "held_out": json.dumps(ev),
+                    "data_order": json.dumps(rng.bit_generator.state),
                 },
             )
             with open(log, "a") as f:
@@ -237,8 +251,16 @@ def enhance_data_command(photos, camvid, out, per_photo, model, native_every):
 @click.option("--lr", default=1e-3, show_default=True)
 @click.option("--hold-out", default=12, show_default=True)
 @click.option("--save-every", default=300.0, show_default=True, help="seconds between checkpoints")
-def enhance_command(data, out, model, iters, batch, lr, hold_out, save_every):
+@click.option(
+    "--init",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="start a new run from these weights (a checkpoint or train.gpu's enh-*.pt)",
+)
+def enhance_command(data, out, model, iters, batch, lr, hold_out, save_every, init):
     """Train the enhancement network on decoded pictures (resumes from --out)."""
-    cfg = EnhanceTrainConfig(model=model, iters=iters, batch=batch, lr=lr, hold_out=hold_out)
+    cfg = EnhanceTrainConfig(
+        model=model, iters=iters, batch=batch, lr=lr, hold_out=hold_out, init=str(init or "")
+    )
     out.mkdir(parents=True, exist_ok=True)
     train_enhance(cfg, data, out, save_every)

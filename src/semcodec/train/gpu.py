@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from ..classes import NUM_CLASSES
-from ..models.enhance import EnhanceConfig, EnhanceNet
+from ..models.enhance import ENHANCE_CONFIGS, EnhanceConfig, EnhanceNet
 from ..models.segmentation import VOID, SegNet, build_segnet
 
 # ----- compact packs ------------------------------------------------------------------------
@@ -386,12 +386,9 @@ def _half_cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 # ----- enhancement --------------------------------------------------------------------------
 
 
-GPU_ENHANCE: dict[str, EnhanceConfig] = {
-    "s2-w16-l2": EnhanceConfig(width=16, layers=2, s2d=2),  # 2.0 kMAC/px (small-s2's shape)
-    "s2-w32-l3": EnhanceConfig(width=32, layers=3, s2d=2),  # 8.6 kMAC/px
-    "s4-w64-l4": EnhanceConfig(width=64, layers=4, s2d=4),  # 12.7 kMAC/px
-    "s2-w48-l3": EnhanceConfig(width=48, layers=3, s2d=2),  # 18.1 kMAC/px
-}
+#: the complexity-gain curve's sizes (models.enhance.ENHANCE_CONFIGS): 2.0, 8.6, 12.7, 18.1 kMAC/px
+CURVE = ("small-s2", "s2-w32-l3", "s4-w64-l4", "s2-w48-l3")
+GPU_ENHANCE: dict[str, EnhanceConfig] = {name: ENHANCE_CONFIGS[name] for name in CURVE}
 
 
 def macs_per_pixel(cfg: EnhanceConfig) -> float:
@@ -437,8 +434,7 @@ def _worker_codec():
     if _CODEC is None:
         from ..codec import Codec
 
-        _CODEC = Codec("default")
-        _CODEC.enhance = False
+        _CODEC = Codec("default", enhance=False)
     return _CODEC
 
 
