@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import click
@@ -652,8 +652,7 @@ def pack_persons_command(src: Path, dst: Path, scale: float, quality: int, every
 def seg_command(run_name, bundle, camvid, persons, out, minutes, eval_every, batch) -> None:
     """One segmentation run (recipes in SEG_RUNS)."""
     out.mkdir(parents=True, exist_ok=True)
-    run = SEG_RUNS[run_name]
-    run.batch = batch
+    run = replace(SEG_RUNS[run_name], batch=batch)  # the registered recipe stays as it is
     if bundle is None:
         from ..registry import REGISTRY, weights_dir
 
