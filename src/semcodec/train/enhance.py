@@ -56,12 +56,45 @@ def _codec_pairs(codec, rgb: np.ndarray, qualities: list[int], residual: str) ->
     return out
 
 
+def shard_qualities(n: int, per_photo: int) -> list[int]:
+    """The qualities of the n-th training image: QUALITIES in turn, per_photo of them."""
+    return [QUALITIES[(n * per_photo + k) % len(QUALITIES)] for k in range(per_photo)]
+
+
+def write_shard(codec, path: Path, n: int, per_photo: int, residual: str, out: Path) -> Path:
+    """One image's training pairs as out/NNNNN-stem.npz (kept if already written: resumable)."""
+    from PIL import Image
+
+    shard = out / f"{n:05d}-{path.stem}.npz"
+    if shard.exists():
+        return shard
+    rgb = np.asarray(Image.open(path).convert("RGB"))
+    qs = shard_qualities(n, per_photo)
+    pairs = _codec_pairs(codec, rgb, qs, residual)
+    tmp = shard.with_suffix(".tmp.npz")
+    np.savez(
+        tmp,
+        original=rgb,
+        decoded=np.stack([d["decoded"] for d in pairs]),
+        labels=np.stack([d["labels"] for d in pairs]),
+        quality=np.array(qs),
+        bytes=np.array([d["bytes"] for d in pairs]),
+        residual=np.array(residual),
+        source=np.array(str(path.name)),
+    )
+    tmp.rename(shard)
+    return shard
+
+
+def residual_of(n: int, native_every: int) -> str:
+    """Every native_every-th image has the native residual coder, the others AVIF."""
+    return "native" if native_every and n % native_every == native_every - 1 else "avif"
+
+
 def make_data(
     photos: Path, camvid: Path | None, out: Path, per_photo: int, model: str, native_every: int
 ) -> None:
     """Write one shard per training image (skips shards already written: resumable)."""
-    from PIL import Image
-
     from ..codec import Codec
 
     codec = Codec(model, enhance=False)  # the pictures the post-filter will see: before it
@@ -73,25 +106,7 @@ def make_data(
     out.mkdir(parents=True, exist_ok=True)
     prog = Progress(len(paths), 0, every=10)
     for n, p in enumerate(paths):
-        shard = out / f"{n:05d}-{p.stem}.npz"
-        if shard.exists():
-            continue
-        rgb = np.asarray(Image.open(p).convert("RGB"))
-        qs = [QUALITIES[(n * per_photo + k) % len(QUALITIES)] for k in range(per_photo)]
-        residual = "native" if native_every and n % native_every == native_every - 1 else "avif"
-        pairs = _codec_pairs(codec, rgb, qs, residual)
-        tmp = shard.with_suffix(".tmp.npz")
-        np.savez(
-            tmp,
-            original=rgb,
-            decoded=np.stack([d["decoded"] for d in pairs]),
-            labels=np.stack([d["labels"] for d in pairs]),
-            quality=np.array(qs),
-            bytes=np.array([d["bytes"] for d in pairs]),
-            residual=np.array(residual),
-            source=np.array(str(p.name)),
-        )
-        tmp.rename(shard)
+        write_shard(codec, p, n, per_photo, residual_of(n, native_every), out)
         prog.update(n + 1, n + 1)
 
 
@@ -113,31 +128,47 @@ def split_shards(shards: list[dict], hold_out: int) -> tuple[list[dict], list[di
     return [s for s in shards if id(s) not in held], [s for s in shards if id(s) in held]
 
 
+def as_tensors(shards: list[dict], device: torch.device | str = "cpu") -> list[dict]:
+    """Shards as tensors on a device, once: originals and decoded (uint8), labels, qualities."""
+    return [
+        {
+            "original": torch.from_numpy(s["original"]).to(device),
+            "decoded": torch.from_numpy(s["decoded"]).to(device),
+            "labels": torch.from_numpy(s["labels"].astype(np.int64)).to(device),
+            "quality": [int(q) for q in s["quality"]],
+        }
+        for s in shards
+    ]
+
+
 def draw_batch(
-    shards: list[dict], batch: int, rng: np.random.Generator
+    shards: list[dict], batch: int, rng: np.random.Generator, crop: int = CROP
 ) -> tuple[torch.Tensor, ...]:
-    """Random 8-aligned crops: decoded, original (float 0..255), labels at 1/8, quality."""
+    """Random 8-aligned crops of tensor shards (as_tensors), flipped at random, on their device:
+    decoded, original (float 0..255), labels at 1/8, quality."""
     dec, org, lab, qs = [], [], [], []
     for _ in range(batch):
         s = shards[int(rng.integers(0, len(shards)))]
         k = int(rng.integers(0, len(s["quality"])))
         h, w = s["original"].shape[:2]
-        y = int(rng.integers(0, (h - CROP) // 8 + 1)) * 8
-        x = int(rng.integers(0, (w - CROP) // 8 + 1)) * 8
-        d = s["decoded"][k, y : y + CROP, x : x + CROP]
-        o = s["original"][y : y + CROP, x : x + CROP]
-        m = s["labels"][k, y // 8 : (y + CROP) // 8, x // 8 : (x + CROP) // 8]
+        y = int(rng.integers(0, (h - crop) // 8 + 1)) * 8
+        x = int(rng.integers(0, (w - crop) // 8 + 1)) * 8
+        d = s["decoded"][k, y : y + crop, x : x + crop]
+        o = s["original"][y : y + crop, x : x + crop]
+        m = s["labels"][k, y // 8 : (y + crop) // 8, x // 8 : (x + crop) // 8]
         if rng.random() < 0.5:
-            d, o, m = d[:, ::-1], o[:, ::-1], m[:, ::-1]
-        dec.append(np.ascontiguousarray(d))
-        org.append(np.ascontiguousarray(o))
-        lab.append(np.ascontiguousarray(m))
-        qs.append(int(s["quality"][k]))
-
-    def t(a: list[np.ndarray]) -> torch.Tensor:
-        return torch.from_numpy(np.stack(a)).permute(0, 3, 1, 2).float()
-
-    return t(dec), t(org), torch.from_numpy(np.stack(lab)).long(), torch.tensor(qs)
+            d, o, m = d.flip(1), o.flip(1), m.flip(1)
+        dec.append(d)
+        org.append(o)
+        lab.append(m)
+        qs.append(s["quality"][k])
+    device = shards[0]["original"].device
+    return (
+        torch.stack(dec).permute(0, 3, 1, 2).float(),
+        torch.stack(org).permute(0, 3, 1, 2).float(),
+        torch.stack(lab),
+        torch.tensor(qs, device=device),
+    )
 
 
 @torch.no_grad()
@@ -176,6 +207,7 @@ def train_enhance(
     torch.manual_seed(cfg.seed)
     shards = load_shards(data)
     train, held = split_shards(shards, cfg.hold_out)
+    train_t = as_tensors(train)  # converted once, not per batch
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     net = build_enhance(cfg.model).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
@@ -200,7 +232,7 @@ def train_enhance(
         lr = float(cfg.lr * 0.5 * (1 + np.cos(np.pi * step / cfg.iters)))
         for g in opt.param_groups:
             g["lr"] = lr
-        dec, org, lab, q = (t.to(device) for t in draw_batch(train, cfg.batch, rng))
+        dec, org, lab, q = (t.to(device) for t in draw_batch(train_t, cfg.batch, rng))
         loss = ((net(dec, lab, q) - org) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()

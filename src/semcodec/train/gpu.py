@@ -15,7 +15,6 @@ Run as ``python -m semcodec.train.gpu COMMAND``; docs/training.md gives the reci
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -155,20 +154,12 @@ def _gpu_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
     )
 
 
-def _jitter(x: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
-    """Brightness, contrast and saturation jitter of +-25 % (as train.data.jitter)."""
-    b, c, s = (float(rng.uniform(0.75, 1.25)) for _ in range(3))
-    x = x * b
-    m = x.mean()
-    x = (x - m) * c + m
-    g = x.mean(1, keepdim=True)
-    return (x - g) * s + g
-
-
 def seg_sample(
     img: torch.Tensor, lab: torch.Tensor, run: SegRun, rng: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One augmented CamVid crop on the GPU: x (1,3,h,w) in [0,1], y (1,h,w) long."""
+    from .data import jitter
+
     ch, cw = run.crop
     x = img.permute(2, 0, 1).float().div(255)[None]
     y = lab.float()[None, None]
@@ -183,13 +174,14 @@ def seg_sample(
         x, y = x.flip(-1), y.flip(-1)
     if run.blur and rng.random() < run.blur:
         x = _gpu_blur(x, float(rng.uniform(0.5, 1.5)))
-    return _jitter(x, rng).clamp(0, 1), y[:, 0].long()
+    return jitter(x, rng).clamp(0, 1), y[:, 0].long()
 
 
 def person_sample(
     img: torch.Tensor, mask: torch.Tensor, crop: tuple[int, int], rng: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A person photo at a random scale in a crop (as persons.PersonAugment), on the GPU."""
+    from .data import jitter
     from .persons import NOT_PERSON, PERSON
 
     ch, cw = crop
@@ -213,7 +205,7 @@ def person_sample(
     x, y = canvas[..., t : t + ch, lft : lft + cw], labels[t : t + ch, lft : lft + cw]
     if rng.random() < 0.5:
         x, y = x.flip(-1), y.flip(-1)
-    return _jitter(x, rng).clamp(0, 1), y[None]
+    return jitter(x, rng).clamp(0, 1), y[None]
 
 
 def ohem_loss(
@@ -398,31 +390,13 @@ def macs_per_pixel(cfg: EnhanceConfig) -> float:
     return per_pos / cfg.s2d**2
 
 
-def _pair_worker(args: tuple[str, int, list[int], str, str]) -> str:
-    """Encode one photo at its qualities without the enhancement layer, decode, write a shard."""
-    path, n, qualities, residual, out = args
-    torch.set_num_threads(1)
-    from .enhance import _codec_pairs
+def _pair_worker(args: tuple[str, int, int, str, str]) -> str:
+    """One photo's training pairs (enhance.write_shard), on this worker's codec."""
+    from .enhance import write_shard
 
-    codec = _worker_codec()
-    shard = Path(out) / f"{n:05d}-{Path(path).stem}.npz"
-    if shard.exists():
-        return shard.name
-    rgb = np.asarray(Image.open(path).convert("RGB"))
-    pairs = _codec_pairs(codec, rgb, qualities, residual)
-    tmp = shard.with_suffix(".tmp.npz")
-    np.savez(
-        tmp,
-        original=rgb,
-        decoded=np.stack([d["decoded"] for d in pairs]),
-        labels=np.stack([d["labels"] for d in pairs]),
-        quality=np.array(qualities),
-        bytes=np.array([d["bytes"] for d in pairs]),
-        residual=np.array(residual),
-        source=np.array(Path(path).name),
-    )
-    os.replace(tmp, shard)
-    return shard.name
+    path, n, per_photo, residual, out = args
+    torch.set_num_threads(1)
+    return write_shard(_worker_codec(), Path(path), n, per_photo, residual, Path(out)).name
 
 
 _CODEC = None
@@ -443,64 +417,19 @@ def make_pairs(photos: Path, out: Path, per_photo: int, workers: int, residual: 
     import multiprocessing as mp
 
     from ..imageio import list_images
-    from .enhance import QUALITIES
+    from .enhance import residual_of
 
     out.mkdir(parents=True, exist_ok=True)
-    paths = list_images(photos)
-    jobs = []
-    for n, p in enumerate(paths):
-        qs = [QUALITIES[(n * per_photo + k) % len(QUALITIES)] for k in range(per_photo)]
-        res = (
-            "native"
-            if residual == "mixed" and n % 8 == 7
-            else ("native" if residual == "native" else "avif")
-        )
-        jobs.append((str(p), n, qs, res, str(out)))
+    every = {"mixed": 8, "native": 1, "avif": 0}[residual]
+    jobs = [
+        (str(p), n, per_photo, residual_of(n, every), str(out))
+        for n, p in enumerate(list_images(photos))
+    ]
     t0 = time.time()
     with mp.get_context("spawn").Pool(workers) as pool:
         for k, name in enumerate(pool.imap_unordered(_pair_worker, jobs), 1):
             if k % 50 == 0 or k == len(jobs):
                 print(f"pairs {k}/{len(jobs)} {time.time() - t0:.0f}s {name}", flush=True)
-
-
-def _gpu_shards(shards: list[dict], dev: torch.device) -> list[dict]:
-    """Shards as GPU tensors: originals and decoded (uint8), labels, qualities."""
-    return [
-        {
-            "original": torch.from_numpy(s["original"]).to(dev),
-            "decoded": torch.from_numpy(s["decoded"]).to(dev),
-            "labels": torch.from_numpy(s["labels"].astype(np.int64)).to(dev),
-            "quality": [int(q) for q in s["quality"]],
-        }
-        for s in shards
-    ]
-
-
-def enh_batch(shards: list[dict], batch: int, crop: int, rng: np.random.Generator):
-    """Random 8-aligned crops with flips: decoded, original (float), labels at 1/8, quality."""
-    dec, org, lab, qs = [], [], [], []
-    for _ in range(batch):
-        s = shards[int(rng.integers(0, len(shards)))]
-        k = int(rng.integers(0, len(s["quality"])))
-        h, w = s["original"].shape[:2]
-        y = int(rng.integers(0, (h - crop) // 8 + 1)) * 8
-        x = int(rng.integers(0, (w - crop) // 8 + 1)) * 8
-        d = s["decoded"][k, y : y + crop, x : x + crop]
-        o = s["original"][y : y + crop, x : x + crop]
-        m = s["labels"][k, y // 8 : (y + crop) // 8, x // 8 : (x + crop) // 8]
-        if rng.random() < 0.5:
-            d, o, m = d.flip(1), o.flip(1), m.flip(1)
-        dec.append(d)
-        org.append(o)
-        lab.append(m)
-        qs.append(s["quality"][k])
-    dev = shards[0]["original"].device
-    return (
-        torch.stack(dec).permute(0, 3, 1, 2).float(),
-        torch.stack(org).permute(0, 3, 1, 2).float(),
-        torch.stack(lab),
-        torch.tensor(qs, device=dev),
-    )
 
 
 @torch.no_grad()
@@ -537,14 +466,14 @@ def train_enh_gpu(
 ) -> None:
     """One enhancement configuration: Adam on MSE, cosine over its minutes (from `init`'s
     weights when given: a continued run)."""
-    from .enhance import load_shards, split_shards
+    from .enhance import as_tensors, draw_batch, load_shards, split_shards
 
     clock = Clock(minutes)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     train, held = split_shards(load_shards(data), hold_out)
-    train_t, held_t = _gpu_shards(train, dev), _gpu_shards(held, dev)
+    train_t, held_t = as_tensors(train, dev), as_tensors(held, dev)
     cfg = GPU_ENHANCE[name]
     net = EnhanceNet(cfg)
     if init is not None:
@@ -569,7 +498,7 @@ def train_enh_gpu(
         warm = min(1.0, (step + 1) / 200)
         for g in opt.param_groups:
             g["lr"] = lr * warm * 0.5 * (1 + np.cos(np.pi * f))
-        dec, org, lab, q = enh_batch(train_t, batch, crop, rng)
+        dec, org, lab, q = draw_batch(train_t, batch, rng, crop)
         loss = ((net(dec, lab, q) - org) ** 2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
