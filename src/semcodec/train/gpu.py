@@ -248,10 +248,11 @@ def seg_val_miou(net: SegNet, images: torch.Tensor, labels: torch.Tensor) -> flo
         ok = lab != VOID
         conf += torch.bincount(lab[ok] * NUM_CLASSES + pred[ok], minlength=NUM_CLASSES**2)
     net.train()
-    c = conf.view(NUM_CLASSES, NUM_CLASSES).double()
-    inter = c.diag()
-    iou = inter / (c.sum(0) + c.sum(1) - inter).clamp(min=1)
-    return float(iou.mean())
+    from .seg import scores_of_conf
+
+    counts = conf.view(NUM_CLASSES, NUM_CLASSES).cpu().numpy()
+    no_unknown = np.zeros((NUM_CLASSES, 1), counts.dtype)  # a plain argmax never says UNKNOWN
+    return scores_of_conf(np.concatenate([counts, no_unknown], 1))["miou"]
 
 
 def train_seg_gpu(
