@@ -180,8 +180,8 @@ def seed_files() -> dict[str, bytes]:
     and one with a metadata layer."""
     import numpy as np
 
-    from semcodec.codec import Codec
-    from semcodec.gating import GatingConfig
+    from semcodec.encoder.codec import Codec
+    from semcodec.encoder.gating import GatingConfig
 
     codec = Codec("tiny", gating_config=GatingConfig(enabled=False))  # the ungated layouts
     rng = np.random.default_rng(7)
@@ -214,11 +214,11 @@ def _enhance_seed(rgb) -> bytes:
     """A file with an ENHANCE layer (gains, offsets, tile mask) of the tiny-enh model."""
     import numpy as np
 
-    from semcodec import container
-    from semcodec.codec import Codec
-    from semcodec.container import LayerKind
-    from semcodec.entropy.enhance import encode_adjust
-    from semcodec.intenhance import Adjust
+    from semcodec.encoder.codec import Codec
+    from semcodec.format import container
+    from semcodec.format.container import LayerKind
+    from semcodec.format.enhance import encode_adjust
+    from semcodec.intgrid.enhancer import Adjust
 
     header, layers = container.unpack(Codec("tiny-enh").encode(rgb, 40, "native"))
     adjust = Adjust(
@@ -230,7 +230,7 @@ def _enhance_seed(rgb) -> bytes:
 
 def _roi_seed():
     """An ROI of two classes with weights and a strength (a file with an ROI layer)."""
-    from semcodec.roi import parse_roi
+    from semcodec.encoder.roi import parse_roi
 
     return parse_roi("car:2,pedestrian", strength=1.5)
 
@@ -239,8 +239,8 @@ def _gated_seed(rgb) -> bytes:
     """A file with a gating layer: 32-pixel tiles, 'base' and 'none' (the tiny model)."""
     import numpy as np
 
-    from semcodec.codec import Codec
-    from semcodec.gating import GatingConfig
+    from semcodec.encoder.codec import Codec
+    from semcodec.encoder.gating import GatingConfig
 
     big = np.tile(rgb, (3, 3, 1))[:64, :96].copy()
     big[:, 48:] = (np.arange(48)[None, :, None] % 2) * 255  # stripes: 'none' wins there
@@ -255,14 +255,14 @@ class Harness:
     def __init__(self) -> None:
         import numpy as np
 
-        from semcodec import container
-        from semcodec.codec import get_codec
-        from semcodec.entropy import compact, gating, semantic_map
-        from semcodec.entropy.residual import get_backend
+        from semcodec.decoder.maplayer import read_map
+        from semcodec.encoder.codec import get_codec
+        from semcodec.encoder.roi import decode_roi, encode_roi
         from semcodec.errors import SemcodecError
-        from semcodec.maplayer import read_map
-        from semcodec.metadata import decode_metadata
-        from semcodec.roi import decode_roi, encode_roi
+        from semcodec.format import compact, container, gating
+        from semcodec.format import map as semantic_map
+        from semcodec.format.metadata import decode_metadata
+        from semcodec.format.residual import get_backend
 
         self.np, self.container = np, container
         self.semantic_map, self.compact, self.gating = semantic_map, compact, gating
@@ -270,7 +270,7 @@ class Harness:
         self.native, self.avif = get_backend("native"), get_backend("avif")
         self.codec = get_codec("tiny")
         self.enh_codec = get_codec("tiny-enh")
-        from semcodec.entropy.enhance import decode_adjust
+        from semcodec.format.enhance import decode_adjust
 
         self.decode_adjust = decode_adjust
         self.error = SemcodecError
@@ -317,7 +317,7 @@ class Harness:
                 th, tw = -(-h // head.tile_blocks), -(-w // head.tile_blocks)
                 assert modes.shape == (th, tw) and modes.min() >= 0 and modes.max() <= 2
                 if data[3] % 2:  # and the compact layer under the tiles' mask
-                    from semcodec.gating import used_blocks
+                    from semcodec.encoder.gating import used_blocks
 
                     used = used_blocks(modes, h, w, head.tile_blocks)
                     table = self.tables[0]
@@ -350,8 +350,8 @@ class Harness:
 
 def seed_inputs() -> list[bytes]:
     """Valid inputs for every target, taken from real files (the fuzzers' starting corpus)."""
-    from semcodec import container
-    from semcodec.container import LayerKind
+    from semcodec.format import container
+    from semcodec.format.container import LayerKind
 
     seeds = []
     for sem in seed_files().values():
@@ -492,12 +492,12 @@ def run_atheris(seconds: float, case_timeout: float, extra: list[str]) -> int:
     import torch  # noqa: F401
 
     with atheris.instrument_imports(include=["semcodec"]):
-        import semcodec.codec  # noqa: F401
-        import semcodec.container  # noqa: F401
-        import semcodec.entropy.compact  # noqa: F401
-        import semcodec.entropy.residual_avif  # noqa: F401
-        import semcodec.entropy.residual_native  # noqa: F401
-        import semcodec.entropy.semantic_map  # noqa: F401
+        import semcodec.encoder.codec  # noqa: F401
+        import semcodec.format.compact  # noqa: F401
+        import semcodec.format.container  # noqa: F401
+        import semcodec.format.map  # noqa: F401
+        import semcodec.format.residual_avif  # noqa: F401
+        import semcodec.format.residual_native  # noqa: F401
     harness = Harness()
     corpus = OUT / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)

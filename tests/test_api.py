@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 import semcodec
-from semcodec import container
+from semcodec.format import container
 
 W, H = 64, 48
 TINY = {"model": "tiny", "residual": "native"}
@@ -160,7 +160,7 @@ def test_decode_refuses_wrong_model():
 
 def test_analyse_once_then_finish_equals_plain_encodes():
     """Rate control reuses one analysis: every quality must give the file a full encode gives."""
-    codec = semcodec.codec.get_codec("tiny")
+    codec = semcodec.encoder.codec.get_codec("tiny")
     img = _rgb(2).convert("RGBA")
     analysis = codec.analyse(img)
     for q in (0, 30, 0, 90):  # base only, residual, and again after the generator ran
@@ -173,8 +173,8 @@ def test_plugin_opens_the_longest_header(tmp_path: Path):
     """A format-4 file with every layer kind and a 64-character model name is identified."""
     from dataclasses import replace
 
-    from semcodec.container import LayerKind
-    from semcodec.metadata import Metadata, encode_metadata
+    from semcodec.format.container import LayerKind
+    from semcodec.format.metadata import Metadata, encode_metadata
 
     header, layers = container.unpack(semcodec.encode(_rgb(4), quality=50, **TINY))
     layers[LayerKind.METADATA] = encode_metadata(Metadata(xmp=b"<x/>"))

@@ -26,7 +26,6 @@ from semcodec.bench.bdrate import (
 )
 from semcodec.bench.codecs import make_adapter
 from semcodec.cli.bench import bench, parse_qualities
-from semcodec.losses import ms_ssim_scales
 from semcodec.metrics import (
     _to_tensor,
     ms_ssim,
@@ -34,6 +33,7 @@ from semcodec.metrics import (
     psnr,
     ssimulacra2_unavailable_reason,
 )
+from semcodec.models.losses import ms_ssim_scales
 from semcodec.progress import Progress
 
 METHODS = ("cubic", "pchip")
@@ -247,9 +247,9 @@ def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> Non
             calls.append(("decode", layer))
             return types.SimpleNamespace(image=Image.open(io.BytesIO(data)))
 
-    fake = types.ModuleType("semcodec.codec")
+    fake = types.ModuleType("semcodec.encoder.codec")
     fake.Codec = FakeCodec  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "semcodec.codec", fake)
+    monkeypatch.setitem(sys.modules, "semcodec.encoder.codec", fake)
     img = _test_image(7, 32)
     full = make_adapter("semcodec", model="m1", residual="native")
     base = make_adapter("semcodec-base", model="m1", residual="native")
@@ -269,12 +269,12 @@ def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_unknown_and_unavailable_codecs_are_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "semcodec.codec", None)  # import fails
+    monkeypatch.setitem(sys.modules, "semcodec.encoder.codec", None)  # import fails
     paths = _write_images(tmp_path, n=1, size=48)
     res = rd.run_benchmark(paths, ["jpeg", "nope", "semcodec"], {"jpeg": [50]}, progress=False)
     assert res["codecs"]["nope"]["status"] == "skipped"
     assert res["codecs"]["semcodec"]["status"] == "skipped"
-    assert "semcodec.codec" in res["codecs"]["semcodec"]["reason"]
+    assert "semcodec.encoder.codec" in res["codecs"]["semcodec"]["reason"]
     assert len(res["records"]) == 1
 
 
@@ -424,7 +424,7 @@ def test_cli(tmp_path: Path) -> None:
 
 
 def test_semcodec_adapters_with_tiny_model() -> None:
-    from semcodec import container
+    from semcodec.format import container
 
     img = _test_image(21, 48)[:40]  # 40x48: not a multiple of 8, exercises padding
     full = make_adapter("semcodec-ungated", model="tiny", residual="avif")  # every layer

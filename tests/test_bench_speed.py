@@ -50,7 +50,7 @@ def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
         assert set(r["decode_stages"]) == set(speed.DECODE_STAGES)
         assert r["encode_stages"]["segmentation"] > 0 and r["decode_stages"]["generator"] > 0
         assert r["model_load_s"] > 0 and r["import_s"] > 0
-        assert r["unhooked"] == []  # every stage hook found in semcodec.codec
+        assert r["unhooked"] == []  # every stage hook found in semcodec.encoder.codec
         assert r["encode_cpu_s"] > 0 and set(r["encode_stages_cpu"]) == set(speed.ENCODE_STAGES)
         # a light parent: the child's peak is its own (torch alone is > 100 MiB)
         assert r["peak_rss_mib"] >= r["rss_after_load_mib"] > 50

@@ -23,9 +23,9 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from semcodec import container
 from semcodec.cli import cli
-from semcodec.ratecontrol import bytes_for_bpp, search_quality
+from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
+from semcodec.format import container
 
 TINY = ["--model", "tiny", "--residual", "native", "--no-gating"]  # every layer present
 W, H = 64, 48
@@ -623,7 +623,7 @@ def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal
 
 def test_binary_to_a_terminal_is_a_usage_error(work: Path, monkeypatch: pytest.MonkeyPatch):
     """Like cwebp and avifenc: a usage problem, exit 2, before any work."""
-    from semcodec.cli import batch
+    from semcodec.cli import batch as batch
 
     class Tty(io.BytesIO):
         def isatty(self) -> bool:

@@ -29,9 +29,9 @@ import torch
 torch.set_num_threads(int(sys.argv[1]))
 sys.path.insert(0, sys.argv[2])
 from make_files import pixel_hash
-from semcodec import container
-from semcodec.decoder import Decoder
-from semcodec.parts import find_parts
+from semcodec.format import container
+from semcodec.decoder.pipeline import Decoder
+from semcodec.decoder.parts import find_parts
 decoders = {}
 out = {"isa": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
        "files": {}}
@@ -75,7 +75,7 @@ def all_recorded() -> dict[str, dict]:
 
 def test_every_shipped_model_has_conformance_files_of_its_weights():
     """A model change that alters decoding must come with a new model name/hash and new files."""
-    from semcodec.zoo import REGISTRY, load_bundle
+    from semcodec.zoo.bundles import REGISTRY, load_bundle
 
     recorded = {(r["model"], r["model_hash"]) for r in RECORDS.values()}
     for name, spec in REGISTRY.items():
@@ -93,7 +93,7 @@ def test_every_shipped_model_has_conformance_files_of_its_weights():
 
 def test_every_release_with_files_keeps_its_decoder_parts_installed():
     """Files written by any release decode after newer releases ship: its parts stay."""
-    from semcodec.parts import find_parts, installed_releases
+    from semcodec.decoder.parts import find_parts, installed_releases
 
     for record in RECORDS.values():
         parts = find_parts(record["model_hash"])
@@ -107,8 +107,8 @@ def test_installed_parts_equal_the_shipped_bundles_they_came_from():
     """A bundle and its parts file cannot drift apart: same table, same integer generator."""
     import numpy as np
 
-    from semcodec.parts import find_parts
-    from semcodec.zoo import REGISTRY, decoder_parts, load_bundle
+    from semcodec.decoder.parts import find_parts
+    from semcodec.zoo.bundles import REGISTRY, decoder_parts, load_bundle
 
     for name, spec in REGISTRY.items():
         if spec.weights is None:
@@ -136,9 +136,9 @@ def test_conformance_files_decode_to_their_hashes_in_this_process(kernel):
     sys.path.insert(0, str(HERE))
     from make_files import pixel_hash  # the hash function of the record
 
-    from semcodec.decoder import Decoder, numpy_kernel
-    from semcodec.models.fixed import torch_kernel
-    from semcodec.parts import find_parts
+    from semcodec.decoder.parts import find_parts
+    from semcodec.decoder.pipeline import Decoder, numpy_kernel
+    from semcodec.intgrid.generator_torch import torch_kernel
 
     for d, record in RECORDS.items():
         parts = find_parts(record["model_hash"])
@@ -157,8 +157,8 @@ def test_codec_decodes_its_own_models_conformance_files():
     sys.path.insert(0, str(HERE))
     from make_files import pixel_hash
 
-    from semcodec.codec import Codec
-    from semcodec.zoo import load_bundle
+    from semcodec.encoder.codec import Codec
+    from semcodec.zoo.bundles import load_bundle
 
     for d, record in RECORDS.items():
         if load_bundle(record["model"]).hash != record["model_hash"]:

@@ -8,7 +8,8 @@ import zlib
 
 import pytest
 
-from semcodec.container import (
+from semcodec.errors import CorruptData
+from semcodec.format.container import (
     FIXED_HEADER_SIZE,
     MAGIC,
     Header,
@@ -20,7 +21,6 @@ from semcodec.container import (
     sniff,
     unpack,
 )
-from semcodec.errors import CorruptData
 
 HEADER = Header(
     width=7,

@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from semcodec import container
-from semcodec.gating import GatingConfig
-from semcodec.codec import Codec, Tiling
-from semcodec.container import LayerKind
-from semcodec.entropy.compact import decode_compact
-from semcodec.entropy.residual import backend_by_code
-from semcodec.entropy.semantic_map import decode_map
+from semcodec.format import container
+from semcodec.encoder.gating import GatingConfig
+from semcodec.encoder.codec import Codec, Tiling
+from semcodec.format.container import LayerKind
+from semcodec.format.compact import decode_compact
+from semcodec.format.residual import backend_by_code
+from semcodec.format.map import decode_map
 
 CASES = {  # name: (input file, quality, residual backend, codec)
     "rgb-native": ("photo.png", 60, "native", "tiny"),
@@ -62,7 +62,7 @@ def codecs():
     # weights; its zero-initialised output layers are randomised (seeded) so that every layer
     # computes. Its channel counts are large enough for oneDNN's float results to depend on the
     # thread count, which the codec must neutralise.
-    from semcodec import zoo
+    from semcodec.zoo import bundles as zoo
 
     zoo.register(zoo.BundleSpec("default-arch", seg="default", compnet="default",
                                 generator="default", seed=0))

@@ -144,7 +144,7 @@ def test_features_have_strides_8_16_32() -> None:
 def test_perceptual_term_can_use_the_frozen_imagenet_features() -> None:
     """`train codec --features imagenet`: the pinned ImageNet weights, frozen, three taps; a
     reconstruction farther from the target costs more."""
-    from semcodec.losses import ImageNetLite0Features, PerceptualLoss
+    from semcodec.models.losses import ImageNetLite0Features, PerceptualLoss
     from semcodec.train.codec import perceptual_features
 
     state = _state()

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from semcodec.cli import cli
-from semcodec.codec import Codec
-from semcodec.entropy.residual_avif import speed_for
+from semcodec.encoder.codec import Codec
+from semcodec.format.residual_avif import speed_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

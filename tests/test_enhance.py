@@ -6,15 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec import container, intenhance, zoo
-from semcodec.codec import Codec
-from semcodec.container import LayerKind
-from semcodec.enhance import choose, fit_class, pays
-from semcodec.entropy.enhance import decode_adjust, encode_adjust
+from semcodec.encoder.codec import Codec
+from semcodec.encoder.enhance import choose, fit_class, pays
 from semcodec.errors import CorruptData
-from semcodec.intenhance import GAIN_ONE, Adjust, IntEnhancer, apply, neutral
+from semcodec.format import container
+from semcodec.format.container import LayerKind
+from semcodec.format.enhance import decode_adjust, encode_adjust
+from semcodec.intgrid import enhancer as intenhance
+from semcodec.intgrid.enhancer import GAIN_ONE, Adjust, IntEnhancer, apply, neutral
 from semcodec.models.enhance import ENHANCE_CONFIGS, EnhanceNet
-from semcodec.zoo import random_enhancer
+from semcodec.zoo import bundles as zoo
+from semcodec.zoo.bundles import random_enhancer
 
 
 def _picture(h: int = 72, w: int = 88, seed: int = 0) -> np.ndarray:
@@ -195,7 +197,7 @@ def test_decoder_without_enhancement_option() -> None:
     data, _ = _tiny_file()
     codec = Codec("tiny-enh")
     enhanced = _with_layer(data, neutral(11))
-    from semcodec.decoder import Decoder
+    from semcodec.decoder.pipeline import Decoder
 
     dec = Decoder(codec.decoder.parts, enhance=False)
     assert np.array_equal(
@@ -248,14 +250,14 @@ def test_encoder_keeps_the_layer_only_where_it_pays() -> None:
 
 
 def test_pays_rejects_an_empty_mask() -> None:
-    from semcodec.enhance import EnhanceChoice
+    from semcodec.encoder.enhance import EnhanceChoice
 
     adj = Adjust(np.full(12, 8), np.zeros((12, 3), np.int64), np.zeros((1, 1), bool))
     assert not pays(EnhanceChoice(adj, np.zeros((1, 1, 3), np.uint8), 10.0, 1.0), 1000, 10, 50)
 
 
 def test_unknown_label_conditions_the_networks_as_unknown_as() -> None:
-    from semcodec.classes import UNKNOWN_AS
+    from semcodec.format.classes import UNKNOWN_AS
     from semcodec.models.compnet import one_hot_map
 
     oh = one_hot_map(torch.tensor([[[0, 10, 11]]]), 11)
@@ -264,8 +266,8 @@ def test_unknown_label_conditions_the_networks_as_unknown_as() -> None:
 
 def test_integer_generators_read_unknown_as_the_float_one_does() -> None:
     """numpy and torch integer generators: an UNKNOWN map position is classes.UNKNOWN_AS."""
-    from semcodec.classes import UNKNOWN_AS
-    from semcodec.models.fixed import torch_kernel
+    from semcodec.format.classes import UNKNOWN_AS
+    from semcodec.intgrid.generator_torch import torch_kernel
 
     parts = zoo.decoder_parts(Codec("tiny").bundle)
     rng = np.random.default_rng(0)
@@ -281,7 +283,7 @@ def test_integer_generators_read_unknown_as_the_float_one_does() -> None:
 def test_unknown_map_round_trip_and_info() -> None:
     """A release whose map has UNKNOWN: the map layer, decode_map and info carry it."""
     import semcodec
-    from semcodec.fileinfo import file_info
+    from semcodec.format.info import file_info
 
     codec = Codec("tiny-enh")
     assert codec.bundle.map_symbols == 12
@@ -291,7 +293,7 @@ def test_unknown_map_round_trip_and_info() -> None:
     assert np.array_equal(ids, codec.decode(data).semantic_map)
     assert "unknown" in file_info(data)["classes"]
     # a release without UNKNOWN refuses such a map
-    from semcodec.entropy.semantic_map import encode_map
+    from semcodec.format.map import encode_map
 
     with pytest.raises(ValueError):
         encode_map(ids, Codec("tiny").bundle.map_symbols)

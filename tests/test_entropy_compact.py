@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec.entropy.compact import (
+from semcodec.format.compact import (
     context_index,
     decode_compact,
     encode_compact,
     table_neighbours,
     validate_table,
 )
-from semcodec.entropy.context_model import ContextModel
+from semcodec.models.context_model import ContextModel
 from semcodec.train.fit_table import count_table, refit_bundle, table_bits
 
 LEVELS = 6
@@ -104,9 +104,9 @@ def test_counted_table_codes_its_data_in_fewer_bits() -> None:
 
 
 def test_refit_bundle_keeps_the_networks_and_changes_only_the_compact_layer(tmp_path) -> None:
-    from semcodec.codec import Codec
-    from semcodec.container import LayerKind, unpack
-    from semcodec.zoo import REGISTRY, load_bundle, save_bundle
+    from semcodec.encoder.codec import Codec
+    from semcodec.format.container import LayerKind, unpack
+    from semcodec.zoo.bundles import REGISTRY, load_bundle, save_bundle
 
     tiny = load_bundle("tiny")
     src = save_bundle(tmp_path, REGISTRY["tiny"], tiny.seg, tiny.comp, tiny.gen, tiny.compact_table)
@@ -135,7 +135,7 @@ def test_fine_tuning_needs_the_bundles_context(tmp_path) -> None:
     import click
 
     from semcodec.train.codec import CodecNets, init_from_bundle
-    from semcodec.zoo import REGISTRY, load_bundle, save_bundle
+    from semcodec.zoo.bundles import REGISTRY, load_bundle, save_bundle
 
     tiny = load_bundle("tiny")
     levels = tiny.levels

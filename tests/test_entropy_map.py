@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from semcodec.entropy.semantic_map import decode_map, encode_map, get_varint
 from semcodec.errors import CorruptData
+from semcodec.format.map import decode_map, encode_map, get_varint
 
 NC = 12
 

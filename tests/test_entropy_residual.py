@@ -5,22 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semcodec.entropy.residual import (
+from semcodec.errors import CorruptData
+from semcodec.format.map import get_varint
+from semcodec.format.residual import (
     BACKENDS,
     ResidualBackend,
     backend_by_code,
     get_backend,
 )
-from semcodec.entropy.residual_avif import (
+from semcodec.format.residual_avif import (
     chroma_layout,
     from_uint8,
     split_avif,
     to_uint8,
     wrap_av1,
 )
-from semcodec.entropy.residual_native import NativeBackend, quality_to_step
-from semcodec.entropy.semantic_map import get_varint
-from semcodec.errors import CorruptData
+from semcodec.format.residual_native import NativeBackend, quality_to_step
 
 ALL = pytest.mark.parametrize("name", BACKENDS)
 

@@ -14,12 +14,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from semcodec import zoo
-from semcodec.codec import Codec
+from semcodec.encoder.codec import Codec
 from semcodec.errors import ModelError
-from semcodec.models import fixed
+from semcodec.intgrid import generator_torch as fixed
 from semcodec.models.compnet import dequantize
 from semcodec.models.generator import GENERATOR_CONFIGS, Generator, upsample_base
+from semcodec.zoo import bundles as zoo
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -124,7 +124,7 @@ def test_a_table_over_the_exact_range_is_refused(tmp_path):
 SCRIPT = r"""
 import hashlib, json, sys
 import torch
-from semcodec.models import fixed
+from semcodec.intgrid import generator_torch as fixed
 torch.set_num_threads(int(sys.argv[1]))
 state = torch.load(sys.argv[2], weights_only=True)
 sym = torch.load(sys.argv[3], weights_only=True)
@@ -170,7 +170,7 @@ def test_same_pixels_on_every_isa_thread_count_and_backend(tmp_path):
 
 def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     """The paper's global generator has no integer twin: the codec runs it in float, pinned."""
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
 
     zoo.register(zoo.BundleSpec("paper-gen", seg="tiny", compnet="tiny", generator="paper"))
     try:

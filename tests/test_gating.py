@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from semcodec import container, gating
-from semcodec.codec import Codec
-from semcodec.container import Header, LayerKind
-from semcodec.entropy.compact import decode_compact, encode_compact
-from semcodec.entropy.gating import BASE, GEN, NONE, decode_modes, encode_modes
+from semcodec.encoder import gating
+from semcodec.encoder.codec import Codec
 from semcodec.errors import CorruptData
+from semcodec.format import container
+from semcodec.format.compact import decode_compact, encode_compact
+from semcodec.format.container import Header, LayerKind
+from semcodec.format.gating import BASE, GEN, NONE, decode_modes, encode_modes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -68,7 +69,7 @@ def test_blend_is_each_tiles_prediction_away_from_borders_and_mixes_near_them() 
 
 
 def test_base_mode_is_the_integer_bilinear_base() -> None:
-    from semcodec import intgen
+    from semcodec.intgrid import generator as intgen
 
     levels = 16
     sym = np.random.default_rng(2).integers(0, levels, (3, 4, 6))
@@ -85,8 +86,8 @@ def codec() -> Codec:
 
 def test_gated_file_decodes_to_the_encoders_prediction_with_both_kernels(codec: Codec) -> None:
     """The tiny random generator predicts badly: most tiles code the image itself."""
-    from semcodec.decoder import Decoder, numpy_kernel
-    from semcodec.zoo import decoder_parts
+    from semcodec.decoder.pipeline import Decoder, numpy_kernel
+    from semcodec.zoo.bundles import decoder_parts
 
     rgb = _photo()
     data = codec.encode(rgb, quality=50)
@@ -156,7 +157,7 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
     res = codec.decode(data, keep_base=True)
     assert (res.base == gating.FLAT).all()  # the prediction is flat grey
     # the residual coder alone, on the image itself, in the layout of least RD cost
-    from semcodec.entropy.residual import get_backend
+    from semcodec.format.residual import get_backend
 
     avif = get_backend("avif")
     assert layers[LayerKind.RESIDUAL] == avif.encode(rgb.astype(np.int16) - 128, 60)
@@ -166,7 +167,7 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
         mse = float(np.mean((avif.decode(alone, *rgb.shape[:2]) + 128.0 - rgb) ** 2))
         costs[alone] = gating.rd_cost(8.0 * len(alone), mse, 60)
     assert len(costs) == 2 and layouts[LayerKind.RESIDUAL] == min(costs, key=costs.get)
-    from semcodec.fileinfo import file_info
+    from semcodec.format.info import file_info
 
     assert file_info(data)["residual_chroma"] == "4:4:4"
     fast = Codec("tiny", effort=gating.VERIFY_EFFORT - 1, gating_config=none_only.gating)

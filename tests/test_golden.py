@@ -59,7 +59,7 @@ GOLDEN_INTEGER_SHA256 = "89abcf59346b49dcfe68217a4ca290d1fef7e0533376f5a821c8587
 
 
 def _default_outputs() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    from semcodec.models import fixed
+    from semcodec.intgrid import generator_torch as fixed
     from semcodec.models.compnet import quantize
 
     torch.manual_seed(4321)

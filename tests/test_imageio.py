@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from semcodec.container import Limits
 from semcodec.errors import SemcodecError, UnsupportedInput
+from semcodec.format.container import Limits
 from semcodec.imageio import OutputExists, atomic_write_bytes, load_image, save_image
 
 

@@ -24,23 +24,23 @@ PACKAGE = "semcodec"
 # What decodes a file without torch (`semcodec.decode`, `decode_map`, `decode` of the CLI on an
 # installed release), and everything they import. The entropy coders are added below.
 DECODER_ROOTS = (
-    "semcodec.decoder",
-    "semcodec.parts",
-    "semcodec.maplayer",
-    "semcodec.intgen",
-    "semcodec.intenhance",
-    "semcodec.container",
+    "semcodec.decoder.pipeline",
+    "semcodec.decoder.parts",
+    "semcodec.decoder.maplayer",
+    "semcodec.intgrid.generator",
+    "semcodec.intgrid.enhancer",
+    "semcodec.format.container",
 )
 # entropy modules only the encoder and training use
 ENCODER_ONLY_ENTROPY = {
-    "semcodec.entropy.context_model": "the trainable model the integer table is frozen from",
+    "semcodec.models.context_model": "the trainable model the integer table is frozen from",
 }
 # what no decoder module may import (the module or anything under it)
-NOT_FOR_THE_DECODER = ("torch", "semcodec.codec")
+NOT_FOR_THE_DECODER = ("torch", "semcodec.encoder.codec")
 # imports inside a function of the decoder side that lead to torch, each with why they never
 # load it (the same import at the top of the module is a violation)
 DECODER_EXCEPTIONS = {
-    ("semcodec.decoder", "semcodec.models.fixed"): (
+    ("semcodec.decoder.pipeline", "semcodec.intgrid.generator_torch"): (
         "auto_kernel takes torch's integer kernel only when torch is imported already"
     ),
 }
@@ -204,7 +204,7 @@ def circles() -> list[frozenset[str]]:
 
 def decoder_modules() -> list[str]:
     """The decoder side's roots: the named modules and the entropy coders a decoder uses."""
-    entropy = [m for m in graph() if _under(m, ["semcodec.entropy"])]
+    entropy = [m for m in graph() if _under(m, ["semcodec.format"])]
     return [*DECODER_ROOTS, *(m for m in entropy if m not in ENCODER_ONLY_ENTROPY)]
 
 
@@ -289,6 +289,6 @@ def test_the_reader_counts_deferred_imports_and_skips_type_checking() -> None:
 def test_the_decoder_side_is_what_a_decode_runs() -> None:
     """The roots reach the modules a torch-free decode loads (tests/test_map.py checks it runs)."""
     chains = reached(decoder_modules(), skip=DECODER_EXCEPTIONS)
-    for module in ("semcodec.entropy.semantic_map", "semcodec.gating", "semcodec.roi"):
+    for module in ("semcodec.format.map", "semcodec.encoder.gating", "semcodec.encoder.roi"):
         assert module in chains
-    assert "semcodec.models.fixed" not in chains
+    assert "semcodec.intgrid.generator_torch" not in chains

@@ -21,15 +21,15 @@ target, deps = sys.argv[1], sys.argv[2]
 sys.path[:0] = [target, deps]
 import numpy as np
 import semcodec
-from semcodec import zoo
-from semcodec.codec import Codec
+from semcodec.zoo import bundles as zoo
+from semcodec.encoder.codec import Codec
 img = np.zeros((40, 56, 3), np.uint8)
 img[..., 0] = np.arange(56, dtype=np.uint8)[None] * 4
 img[10:30, 20:40] = (200, 120, 40)
 codec = Codec("default")
 data = codec.encode(img, quality=50)
 out = np.asarray(codec.decode(data).image)
-from semcodec.parts import installed_release_meta
+from semcodec.decoder.parts import installed_release_meta
 releases = sorted(f"{m['name']}-{m['hash'][:8]}" for m in installed_release_meta())
 print(json.dumps({"package": semcodec.__file__, "weights": str(zoo.weights_dir()),
                   "releases": releases,

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec import intgen, parts, zoo
+from semcodec.decoder import parts
 from semcodec.errors import ModelError
-from semcodec.models import fixed
+from semcodec.intgrid import generator as intgen
+from semcodec.intgrid import generator_torch as fixed
+from semcodec.zoo import bundles as zoo
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

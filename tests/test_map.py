@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from PIL import Image
 
 import semcodec
-from semcodec import container
 from semcodec.cli import cli
-from semcodec.container import LayerKind
 from semcodec.errors import CorruptData
+from semcodec.format import container
+from semcodec.format.container import LayerKind
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_FILE = HERE / "conformance" / "default-04618992" / "rgb-q50-avif.sem"
@@ -39,8 +39,8 @@ def _image(seed: int) -> Image.Image:
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, bytes]:
-    from semcodec.codec import Codec
-    from semcodec.gating import GatingConfig
+    from semcodec.encoder.codec import Codec
+    from semcodec.encoder.gating import GatingConfig
 
     codec = Codec("tiny", gating_config=GatingConfig(enabled=False))  # all layers present
     return {
@@ -51,7 +51,7 @@ def files(tmp_path_factory) -> dict[str, bytes]:
 
 def _stored_map(data: bytes) -> np.ndarray:
     """The map the full decoder sees (the reference for the map-only reader)."""
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
 
     return Codec("tiny").decode(data).semantic_map
 

@@ -8,10 +8,10 @@ import struct
 import pytest
 import zstandard
 
-from semcodec import container, metadata
-from semcodec.container import Header, LayerKind, pack, unpack
 from semcodec.errors import CorruptData
-from semcodec.metadata import MAX_METADATA, Metadata, decode_metadata, encode_metadata
+from semcodec.format import container, metadata
+from semcodec.format.container import Header, LayerKind, pack, unpack
+from semcodec.format.metadata import MAX_METADATA, Metadata, decode_metadata, encode_metadata
 
 META = Metadata(icc=b"\x00\x00\x02\x0cICCPROFILE" * 20, exif=b"Exif\x00\x00MM\x00*" + b"\x01" * 50,
                 xmp=b"<x:xmpmeta>hello</x:xmpmeta>")  # fmt: skip
@@ -210,7 +210,7 @@ def test_orientation_is_applied_and_stored_as_1(tmp_path):
 def test_metadata_selection(tmp_path, kinds, kept):
     from PIL import Image
 
-    from semcodec import container
+    from semcodec.format import container
 
     src = tmp_path / "in.png"
     _photo(src, "PNG")
@@ -285,7 +285,7 @@ def test_python_api_and_pillow_plugin_expose_the_metadata(tmp_path):
     from PIL import Image
 
     import semcodec
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
 
     src = tmp_path / "in.jpg"
     _photo(src, "JPEG")

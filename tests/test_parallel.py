@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from semcodec import codec as codec_mod
-from semcodec import runtime, segment
-from semcodec.codec import COMPNET_MARGIN, Codec, Tiling, _bands
-from semcodec.gating import GatingConfig
-from semcodec.tiling import Region
-from semcodec.tiling import pad_rgb as _pad_rgb
+from semcodec import runtime
+from semcodec.encoder import codec as codec_mod
+from semcodec.encoder import segment
+from semcodec.encoder.codec import COMPNET_MARGIN, Codec, Tiling, _bands
+from semcodec.encoder.gating import GatingConfig
+from semcodec.format.tiling import Region
+from semcodec.format.tiling import pad_rgb as _pad_rgb
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -127,7 +127,7 @@ def _t(rgb: np.ndarray, dtype=torch.float64) -> torch.Tensor:
 @needs_s2
 def test_ssimulacra2_loss_is_the_metric() -> None:
     """The torch SSIMULACRA 2 the generator trains on gives the port's scores (six scales)."""
-    from semcodec.losses import ssimulacra2_torch
+    from semcodec.models.losses import ssimulacra2_torch
 
     ref = natural_scene(256, 264)
     for test in (jpeg(ref, 20), blur(ref, 2.0), jpeg(ref, 5)):
@@ -141,7 +141,7 @@ def test_ssimulacra2_loss_is_the_metric() -> None:
 def test_ssimulacra2_loss_has_finite_gradients_that_improve_the_score() -> None:
     """Finite gradients even at the identical image (all-zero error maps), and a few gradient
     steps on a blurred image raise its score."""
-    from semcodec.losses import ssimulacra2_loss
+    from semcodec.models.losses import ssimulacra2_loss
 
     ref = _t(natural_scene(96, 128), torch.float32)
     x = ref.clone().requires_grad_(True)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec.codec import get_codec
+from semcodec.encoder.codec import get_codec
+from semcodec.encoder.refine import RefineConfig, rate_model, refine_latents
 from semcodec.models.compnet import dequantize, quantize
-from semcodec.refine import RefineConfig, rate_model, refine_latents
 
 W, H = 64, 48
 

@@ -28,13 +28,14 @@ from click.testing import CliRunner
 from PIL import Image
 
 import semcodec
-from semcodec import container, zoo
 from semcodec.cli import cli
-from semcodec.codec import DEFAULT_TILING, Codec, Tiling, get_codec
+from semcodec.encoder.codec import DEFAULT_TILING, Codec, Tiling, get_codec
+from semcodec.encoder.gating import GatingConfig
 from semcodec.errors import CorruptData, ModelError, SemcodecError
-from semcodec.gating import GatingConfig
+from semcodec.format import container
+from semcodec.format.tiling import pad_rgb as _pad_rgb
 from semcodec.imageio import load_image
-from semcodec.tiling import pad_rgb as _pad_rgb
+from semcodec.zoo import bundles as zoo
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--model", "tiny", "--residual", "native"]
@@ -65,7 +66,7 @@ class ByModel:
         self.codecs = {name: get_codec(name) for name in ("tiny", "tiny-enh")}
 
     def decode(self, data: bytes, *args, **kwargs):
-        from semcodec import container
+        from semcodec.format import container
 
         try:
             name = container.read_header(data).model_name

@@ -49,7 +49,7 @@ BEFORE_ROI = {
 
 @pytest.fixture(scope="module")
 def codec():
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
 
     return Codec("default", bf16=False)
 
@@ -84,8 +84,8 @@ def _regions(codec, data: bytes, rgb: np.ndarray) -> tuple[float, float]:
 def test_roi_pixels_beat_a_uniform_file_of_the_same_size(codec, monkeypatch) -> None:
     """At equal or fewer bytes, the ROI is much better than uniform coding and the rest worse:
     a codec that ignores the map fails this."""
-    from semcodec.ratecontrol import search_quality
-    from semcodec.roi import parse_roi
+    from semcodec.encoder.ratecontrol import search_quality
+    from semcodec.encoder.roi import parse_roi
 
     _fixed_map(codec, monkeypatch)
     rgb = scene()
@@ -100,7 +100,7 @@ def test_roi_pixels_beat_a_uniform_file_of_the_same_size(codec, monkeypatch) -> 
 
 def test_a_stronger_roi_gives_the_background_up(codec, monkeypatch) -> None:
     """Strength moves bytes out of the background (same quality: smaller file, same ROI class)."""
-    from semcodec.roi import parse_roi
+    from semcodec.encoder.roi import parse_roi
 
     _fixed_map(codec, monkeypatch)
     rgb = scene()
@@ -109,8 +109,8 @@ def test_a_stronger_roi_gives_the_background_up(codec, monkeypatch) -> None:
 
 
 def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch) -> None:
-    from semcodec import container
-    from semcodec.roi import decode_roi, parse_roi
+    from semcodec.encoder.roi import decode_roi, parse_roi
+    from semcodec.format import container
 
     _fixed_map(codec, monkeypatch)
     cfg = parse_roi("car:2,pedestrian", 1.5)
@@ -123,8 +123,8 @@ def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch)
 
 
 def test_quality_zero_has_no_residual_and_no_roi_layer(codec, monkeypatch) -> None:
-    from semcodec import container
-    from semcodec.roi import parse_roi
+    from semcodec.encoder.roi import parse_roi
+    from semcodec.format import container
 
     _fixed_map(codec, monkeypatch)
     data = codec.encode(scene(96, 64), 0, roi_config=parse_roi("car"))
@@ -136,8 +136,8 @@ def test_quality_zero_has_no_residual_and_no_roi_layer(codec, monkeypatch) -> No
 def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> None:
     """Without --roi the encoder writes exactly what the encoder from before ROI wrote (its
     hashes above), and no ROI layer."""
-    from semcodec import container
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
+    from semcodec.format import container
 
     data = Codec("tiny", bf16=False).encode(scene(), quality, residual)
     map_hash, file_hash = BEFORE_ROI[(quality, residual)]
@@ -150,7 +150,7 @@ def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> No
 
 # ----- specifications and errors -------------------------------------------------------------
 def test_parse_forms_and_the_layer_round_trip() -> None:
-    from semcodec.roi import decode_roi, encode_roi, parse_roi
+    from semcodec.encoder.roi import decode_roi, encode_roi, parse_roi
 
     assert parse_roi(None) is None
     a = parse_roi("car:2, Pedestrian")
@@ -170,15 +170,15 @@ def test_parse_forms_and_the_layer_round_trip() -> None:
     ],
 )
 def test_bad_specifications_are_refused(spec, strength, message) -> None:
-    from semcodec.roi import RoiError, parse_roi
+    from semcodec.encoder.roi import RoiError, parse_roi
 
     with pytest.raises(RoiError, match=message):
         parse_roi(spec, strength)
 
 
 def test_a_damaged_roi_layer_is_corrupt_data() -> None:
+    from semcodec.encoder.roi import decode_roi
     from semcodec.errors import CorruptData
-    from semcodec.roi import decode_roi
 
     for bad in (
         b"",
@@ -237,7 +237,7 @@ def test_cli_unknown_class_is_one_line_and_exit_2(tmp_path) -> None:
 
 def test_api_encode_with_roi() -> None:
     import semcodec
-    from semcodec import container
+    from semcodec.format import container
 
     data = semcodec.encode(Image.fromarray(scene()), quality=40, roi=["car", "signsymbol"])
     assert container.LayerKind.ROI in container.layer_sizes(data)
@@ -248,7 +248,7 @@ def test_api_encode_with_roi() -> None:
 
 def test_pillow_plugin_saves_with_roi() -> None:
     import semcodec  # noqa: F401 - registers the plugin
-    from semcodec import container
+    from semcodec.format import container
 
     buf = io.BytesIO()
     Image.fromarray(scene()).save(buf, "SEM", quality=40, roi="car:2", roi_strength=0.5)
@@ -262,9 +262,9 @@ def test_the_roi_layer_needs_version_4_and_a_residual() -> None:
     import struct
     import zlib
 
-    from semcodec.container import Header, LayerKind, pack, unpack
+    from semcodec.encoder.roi import encode_roi, parse_roi
     from semcodec.errors import CorruptData
-    from semcodec.roi import encode_roi, parse_roi
+    from semcodec.format.container import Header, LayerKind, pack, unpack
 
     header = Header(8, 8, "RGB", "tiny-v1", "0123456789abcdef", 50, 2, 8, 5)
     layers = {LayerKind.SEMANTIC_MAP: b"m", LayerKind.COMPACT: b"c", LayerKind.RESIDUAL: b"r"}

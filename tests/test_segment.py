@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from semcodec import segment
+from semcodec.encoder import segment
 from semcodec.models.segmentation import SEG_CONFIGS, SegNet
 
 

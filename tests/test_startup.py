@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semcodec import container, decoder, zoo
-from semcodec.codec import Codec
-from semcodec.parts import find_parts
+from semcodec.decoder import pipeline as decoder
+from semcodec.decoder.parts import find_parts
+from semcodec.encoder.codec import Codec
+from semcodec.format import container
+from semcodec.zoo import bundles as zoo
 
 NETS = ("seg", "comp", "gen", "fixed", "enhancer")
 

@@ -53,7 +53,7 @@ def test_every_tool_is_described_in_the_tools_readme() -> None:
 
 def test_roi_crops_one_photo(tmp_path: Path) -> None:
     """roi_crops: the ROI file and the uniform one of no more bytes, a crop, a table row."""
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
 
     module = load(TOOLS / "roi_crops.py")
     rgb = picture(*module.CROP)  # the crop is fixed; the photo at least as large
@@ -64,7 +64,7 @@ def test_roi_crops_one_photo(tmp_path: Path) -> None:
 def test_structure_photos_measure() -> None:
     """structure_photos: a BD-rate entry and one excess per quality against AVIF."""
     from semcodec.bench.codecs import AvifAdapter
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
 
     module = load(TOOLS / "structure_photos.py")
     r = module.measure(picture(), Codec("tiny", bf16=False), AvifAdapter())

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec.losses import (
+from semcodec.models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
+from semcodec.models.losses import (
     LossWeights,
     PerceptualLoss,
     SegBackboneFeatures,
@@ -22,7 +23,6 @@ from semcodec.losses import (
     ms_ssim_scales,
     msssim_loss,
 )
-from semcodec.models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
 from semcodec.models.segmentation import build_segnet
 from semcodec.train.codec import CodecNets, generator_losses
 from semcodec.train.data import SegAugment, synthetic_segmentation
@@ -222,7 +222,7 @@ def test_resume_resets_the_optimiser_when_the_loss_recipe_changes() -> None:
     import json
     from dataclasses import asdict
 
-    from semcodec.losses import LossWeights
+    from semcodec.models.losses import LossWeights
     from semcodec.train.codec import CodecTrainConfig, recipe_changed
 
     distortion = CodecTrainConfig(weights=LossWeights(gan=0, feature_matching=0, perceptual=0))
@@ -234,10 +234,10 @@ def test_resume_resets_the_optimiser_when_the_loss_recipe_changes() -> None:
 
 def test_init_from_bundle_starts_where_the_shipped_model_is(tmp_path) -> None:
     """Fine-tuning from a bundle: same networks, a rate term equal to the coder's table, counts."""
-    from semcodec.entropy.compact import encode_compact
+    from semcodec.format.compact import encode_compact
     from semcodec.models.segmentation import build_segnet as build
     from semcodec.train.codec import init_from_bundle
-    from semcodec.zoo import REGISTRY, save_bundle
+    from semcodec.zoo.bundles import REGISTRY, save_bundle
 
     torch.manual_seed(3)
     src = CodecNets("tiny", "tiny")
@@ -262,7 +262,7 @@ def test_expanded_model_starts_as_the_bundle_and_learns_its_new_channels() -> No
     """Warm start with 5 more compact channels: the same pictures, under 0.001 bpp more, and
     gradients reaching the new channels' generator weights."""
     from semcodec.train.codec import init_from_bundle
-    from semcodec.zoo import REGISTRY, weights_dir
+    from semcodec.zoo.bundles import REGISTRY, weights_dir
 
     path = weights_dir() / REGISTRY["default"].weights
     base, wide = CodecNets("default", "default", 3), CodecNets("c8", "c8", 3)
@@ -334,7 +334,7 @@ def test_balance_colour_removes_a_generators_mean_cast(tmp_path) -> None:
     from PIL import Image
 
     from semcodec.train.balance_colour import balance_bundle, mean_shift, subtract_shift
-    from semcodec.zoo import load_bundle, save_bundle
+    from semcodec.zoo.bundles import load_bundle, save_bundle
 
     photos = tmp_path / "photos"
     photos.mkdir()

@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from semcodec.classes import UNKNOWN
+from semcodec.format.classes import UNKNOWN
 from semcodec.train.persons import NOT_PERSON, PERSON, PersonAugment, read_person_set
 from semcodec.train.seg import seg_loss
 
@@ -59,7 +59,7 @@ def test_not_person_pixels_only_push_the_person_class_down() -> None:
 
 
 def test_unknown_below_threshold() -> None:
-    from semcodec.segment import labels_of
+    from semcodec.encoder.segment import labels_of
 
     scores = torch.tensor([[[5.0, 0.1]], [[0.0, 0.0]], [[0.0, 0.0]]])  # (3 classes, 1, 2)
     assert labels_of(scores, 0.0).tolist() == [[0, 0]]
@@ -88,7 +88,7 @@ def _shards(folder, n: int = 3) -> None:
 def test_enhance_training_resumes_and_makes_a_bundle(tmp_path) -> None:
     from semcodec.train.attach import attach
     from semcodec.train.enhance import EnhanceTrainConfig, train_enhance
-    from semcodec.zoo import load_bundle
+    from semcodec.zoo.bundles import load_bundle
 
     _shards(tmp_path / "data")
     cfg = EnhanceTrainConfig(model="tiny", iters=4, batch=2, hold_out=1)
@@ -109,7 +109,7 @@ def test_enhance_training_resumes_and_makes_a_bundle(tmp_path) -> None:
 def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
     """A release that replaces only the map network must not drop the post-filter."""
     from semcodec.train.attach import attach
-    from semcodec.zoo import load_bundle
+    from semcodec.zoo.bundles import load_bundle
 
     src = load_bundle("tiny-enh")
     ckpt = tmp_path / "seg.pt"

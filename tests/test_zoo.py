@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from semcodec import registry, zoo
-from semcodec.codec import Codec
+from semcodec.encoder.codec import Codec
 from semcodec.errors import ModelError
+from semcodec.zoo import bundles as zoo
+from semcodec.zoo import registry
 
 
 def _tiny_parts():
@@ -174,9 +175,9 @@ def test_perceptual_codes_the_base_layer_in_its_source_releases_bytes() -> None:
     """`perceptual` is `default-04618992` with another generator: the same compact table as
     that release's installed parts, so its map and compact payloads decode as that release's
     file too, to another picture (the generator is the only difference)."""
-    from semcodec import container
-    from semcodec.decoder import Decoder
-    from semcodec.parts import installed_releases
+    from semcodec.decoder.parts import installed_releases
+    from semcodec.decoder.pipeline import Decoder
+    from semcodec.format import container
 
     source = next(p for p in installed_releases() if p.release == "default-04618992")
     perceptual = Codec("perceptual")

@@ -17,15 +17,15 @@ import numpy as np
 from PIL import Image
 
 from semcodec.bench.rd.report import label_panel
+from semcodec.encoder.segment import full_resolution_labels
 from semcodec.labelmap import label_image
-from semcodec.segment import full_resolution_labels
 
 HEIGHT = 256
 
 
 def seg_net(model: str | None, weights: str | None):
     """A bundle's segmentation network, or a checkpoint's (under the bundle's configuration)."""
-    from semcodec.zoo import load_bundle
+    from semcodec.zoo.bundles import load_bundle
 
     if weights is None:
         return load_bundle(model or "default").seg

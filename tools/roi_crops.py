@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from semcodec.codec import Codec
-from semcodec.ratecontrol import search_quality
-from semcodec.roi import block_weights, parse_roi
-from semcodec.tiling import pad_rgb
+from semcodec.encoder.codec import Codec
+from semcodec.encoder.ratecontrol import search_quality
+from semcodec.encoder.roi import block_weights, parse_roi
+from semcodec.format.tiling import pad_rgb
 
 ROI = "pedestrian,car,bicyclist,signsymbol"
 KODAK = ("kodim04", "kodim05", "kodim12", "kodim14", "kodim15")

@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from PIL import Image
 
-from semcodec import container
 from semcodec.bench.bdrate import bd_rate
 from semcodec.bench.codecs import AvifAdapter
-from semcodec.codec import Codec
-from semcodec.container import LayerKind
+from semcodec.encoder.codec import Codec
+from semcodec.format import container
+from semcodec.format.container import LayerKind
 from semcodec.metrics import psnr
 
 PHOTOS = ("140006", "181021", "288024", "223004", "69007", "78098")

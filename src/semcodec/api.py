@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import container
-from .decoder import decoder_for
+from semcodec.decoder.pipeline import decoder_for
+from semcodec.format import container
 
 
 def decoder_of(data: bytes, model: str | None = None) -> Any:
@@ -21,6 +21,6 @@ def decoder_of(data: bytes, model: str | None = None) -> Any:
         if dec is not None:
             return dec
         model = header.model_name
-    from .codec import get_codec
+    from semcodec.encoder.codec import get_codec
 
     return get_codec(model)

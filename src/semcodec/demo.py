@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .defaults import DEFAULT_MODEL
+from semcodec.defaults import DEFAULT_MODEL
 
 
 def demo_photo() -> Path:
@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from PIL import Image
 
-    from .codec import Codec
-    from .metrics import ms_ssim, psnr
+    from semcodec.encoder.codec import Codec
+    from semcodec.metrics import ms_ssim, psnr
 
     model = os.environ.get("SEMCODEC_MODEL", DEFAULT_MODEL)
     out_dir = Path("demo-out")

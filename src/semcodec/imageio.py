@@ -27,9 +27,9 @@ from typing import BinaryIO
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from semcodec.container import Limits
 from semcodec.errors import SemcodecError, UnsupportedInput
-from semcodec.metadata import Metadata, metadata_of
+from semcodec.format.container import Limits
+from semcodec.format.metadata import Metadata, metadata_of
 
 __all__ = [
     "IMAGE_SUFFIXES",

@@ -16,7 +16,7 @@ def label_image(labels: np.ndarray, color: bool) -> Image.Image:
     import numpy as np
     from PIL import Image
 
-    from .classes import PALETTE
+    from semcodec.format.classes import PALETTE
 
     arr = np.ascontiguousarray(labels, dtype=np.uint8)
     h, w = arr.shape

@@ -19,8 +19,10 @@ import numpy as np
 import torch
 from pytorch_msssim import ms_ssim as _lib_ms_ssim
 
-from .losses import MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS  # Wang et al. 2003, finest first
-from .losses import ms_ssim_scales
+from semcodec.models.losses import (  # Wang et al. 2003, finest first
+    MS_SSIM_WEIGHTS as MSSSIM_WEIGHTS,
+)
+from semcodec.models.losses import ms_ssim_scales
 
 __all__ = [
     "BUTTERAUGLI_TOOL",

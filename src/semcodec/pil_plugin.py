@@ -12,9 +12,9 @@ from typing import IO
 
 from PIL import Image, ImageFile
 
-from . import container
-from .defaults import DEFAULT_MODEL
-from .errors import CorruptData, SemcodecError
+from semcodec.defaults import DEFAULT_MODEL
+from semcodec.errors import CorruptData, SemcodecError
+from semcodec.format import container
 
 __all__ = ["FORMAT", "MIME", "SemImageFile"]
 
@@ -57,7 +57,7 @@ class SemImageFile(ImageFile.ImageFile):
 
     def _read_metadata(self) -> None:
         """Expose the file's ICC profile, EXIF and XMP in ``info`` (so ``getexif()`` works)."""
-        from .metadata import decode_metadata
+        from semcodec.format.metadata import decode_metadata
 
         try:
             _header, layers = container.unpack(self._sem_data)
@@ -76,7 +76,7 @@ class SemImageFile(ImageFile.ImageFile):
             if self.fp is None:
                 raise OSError("cannot load this image: file already closed")
             data = self._sem_data
-            from .api import decoder_of
+            from semcodec.api import decoder_of
 
             try:
                 decoded = decoder_of(data).decode(data).image
@@ -107,10 +107,10 @@ def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
     """Encode with semcodec; save params: quality (0..100), model (bundle name), residual,
     metadata ("all", "none" or "icc,exif,xmp"), icc_profile / exif / xmp (else the image's),
     roi ("car,pedestrian:2", a list or a dict of class weights) and roi_strength (0..4)."""
-    from .codec import get_codec
-    from .defaults import DEFAULT_QUALITY, DEFAULT_RESIDUAL
-    from .metadata import parse_selection
-    from .roi import parse_roi
+    from semcodec.defaults import DEFAULT_QUALITY, DEFAULT_RESIDUAL
+    from semcodec.encoder.codec import get_codec
+    from semcodec.encoder.roi import parse_roi
+    from semcodec.format.metadata import parse_selection
 
     params = im.encoderinfo
     codec = get_codec(params.get("model", DEFAULT_MODEL))

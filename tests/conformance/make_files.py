@@ -64,9 +64,9 @@ FORCED = {
 
 def forced_file(codec, picture: Image.Image, quality: int, modes, all_symbols: bool) -> bytes:
     """A valid file with given tile modes: the encoder's layers around that prediction."""
-    from semcodec import container
-    from semcodec.container import Header, LayerKind
-    from semcodec.entropy.residual import get_backend
+    from semcodec.format import container
+    from semcodec.format.container import Header, LayerKind
+    from semcodec.format.residual import get_backend
 
     an = codec.analyse(picture)
     rgb = an.img.rgb
@@ -84,10 +84,10 @@ def forced_file(codec, picture: Image.Image, quality: int, modes, all_symbols: b
 
 def enhanced_file(data: bytes, seed: int) -> bytes:
     """The file with an ENHANCE layer of varied gains and offsets and a checkered tile mask."""
-    from semcodec import container
-    from semcodec.container import LayerKind
-    from semcodec.entropy.enhance import encode_adjust, tile_grid
-    from semcodec.intenhance import Adjust
+    from semcodec.format import container
+    from semcodec.format.container import LayerKind
+    from semcodec.format.enhance import encode_adjust, tile_grid
+    from semcodec.intgrid.enhancer import Adjust
 
     header, layers = container.unpack(data)
     rng = np.random.default_rng(seed)
@@ -100,9 +100,9 @@ def enhanced_file(data: bytes, seed: int) -> bytes:
 
 def unknown_file(codec, picture: Image.Image, quality: int, residual: str) -> bytes:
     """A file whose map says UNKNOWN in a block: the networks see no class there."""
-    from semcodec.classes import UNKNOWN
-    from semcodec.container import LayerKind
-    from semcodec.entropy.semantic_map import encode_map
+    from semcodec.format.classes import UNKNOWN
+    from semcodec.format.container import LayerKind
+    from semcodec.format.map import encode_map
 
     an = codec.analyse(picture)
     an.labels[1:5, 2:7] = UNKNOWN  # in place: CompNet's deferred run reads the same array
@@ -162,8 +162,8 @@ def folder(release: str) -> Path:
 def main(model: str = "default", add: bool = False) -> None:
     """Write a model's files; with ``add``, only the cases its folder lacks (a release's
     existing files are never rewritten: they are what that release wrote)."""
-    from semcodec.codec import Codec
-    from semcodec.gating import GatingConfig
+    from semcodec.encoder.codec import Codec
+    from semcodec.encoder.gating import GatingConfig
 
     codec = Codec(model)
     out = folder(f"{codec.bundle.name}-{codec.bundle.hash[:8]}")
@@ -191,7 +191,7 @@ def main(model: str = "default", add: bool = False) -> None:
         elif name in ENHANCED:
             data = enhanced_file(enc.encode(picture, quality=q, residual=residual), i)
         elif name in ROI:
-            from semcodec.roi import parse_roi
+            from semcodec.encoder.roi import parse_roi
 
             data = enc.encode(picture, q, residual, roi_config=parse_roi(ROI[name], 1.5))
         else:

@@ -26,7 +26,7 @@ Settings per codec (the value passed to ``encode``):
 
 The semcodec adapters also report bytes per layer (``layer_bytes``: map, compact, residual and
 container overhead) from ``Codec.encode_with_stats``, or by splitting the file with
-``semcodec.container.unpack`` when the codec has no stats.
+``semcodec.format.container.unpack`` when the codec has no stats.
 """
 
 from __future__ import annotations
@@ -348,9 +348,9 @@ class SemcodecAdapter(CodecAdapter):
     def unavailable_reason(self) -> str | None:
         """The pipeline may not import, or its model may be missing (no trained weights yet)."""
         try:
-            import semcodec.codec  # noqa: F401
+            import semcodec.encoder.codec  # noqa: F401
         except Exception as e:  # noqa: BLE001 - any import failure means "skip"
-            return f"semcodec.codec not importable: {type(e).__name__}: {e}"
+            return f"semcodec.encoder.codec not importable: {type(e).__name__}: {e}"
         try:
             self._get()
         except Exception as e:  # noqa: BLE001 - e.g. ModelError: unknown model / missing weights
@@ -360,7 +360,7 @@ class SemcodecAdapter(CodecAdapter):
     def _get(self) -> Any:
         """Build the Codec once: loading the model dominates otherwise."""
         if self._codec is None:
-            from semcodec.codec import Codec
+            from semcodec.encoder.codec import Codec
 
             options = {} if self.gating is None else {"gating_config": self.gating}
             self._codec = Codec(model=self.model, effort=self.effort, **options)
@@ -397,10 +397,10 @@ class SemcodecAdapter(CodecAdapter):
     def plain(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray, float] | None:
         """The same file without its ENHANCE layer: its size, its picture, the map (at image
         size) and the share of tiles the layer enhances; None for a file without the layer."""
-        from semcodec import container
-        from semcodec.container import LayerKind
-        from semcodec.decoder import Decoder
-        from semcodec.maplayer import decode_map
+        from semcodec.decoder.maplayer import decode_map
+        from semcodec.decoder.pipeline import Decoder
+        from semcodec.format import container
+        from semcodec.format.container import LayerKind
 
         header, layers = container.unpack(data)
         if LayerKind.ENHANCE not in layers or self.layer is not None:
@@ -409,7 +409,7 @@ class SemcodecAdapter(CodecAdapter):
         codec = self._get()
         dec = Decoder(codec.decoder.parts, codec.kernel, codec.limits, codec.tiling, enhance=False)
         out = np.asarray(dec.decode(data).image.convert("RGB"), dtype=np.uint8).copy()
-        from semcodec.fileinfo import _enhance_info
+        from semcodec.format.info import _enhance_info
 
         share = _enhance_info(layers[LayerKind.ENHANCE], header)["tiles_on"]
         return len(container.pack(header, rest)), out, decode_map(data), share
@@ -419,7 +419,7 @@ class SemcodecAdapter(CodecAdapter):
         if self._last is not None and self._last[0] == data:
             return dict(self._last[1])
         try:
-            from semcodec import container
+            from semcodec.format import container
 
             _, layers = container.unpack(data)
         except Exception:  # noqa: BLE001 - not a .sem file (e.g. a stub codec): nothing to split
@@ -428,10 +428,10 @@ class SemcodecAdapter(CodecAdapter):
 
     def tile_shares(self, data: bytes) -> dict[str, float] | None:
         """Share of tiles per prediction mode of a file (the generator everywhere if ungated)."""
-        from semcodec import container
-        from semcodec.entropy.gating import decode_modes
-        from semcodec.gating import mode_shares
-        from semcodec.maplayer import map_shape
+        from semcodec.decoder.maplayer import map_shape
+        from semcodec.encoder.gating import mode_shares
+        from semcodec.format import container
+        from semcodec.format.gating import decode_modes
 
         kind = container.LayerKind.GATING
         header, layers = container.unpack_layers(data, (kind,))  # the small layer only
@@ -477,7 +477,7 @@ class ResidualCoderAdapter(CodecAdapter):
         )
 
     def _backend(self) -> Any:
-        from semcodec.entropy.residual import get_backend
+        from semcodec.format.residual import get_backend
 
         return get_backend(self.residual)
 
@@ -570,7 +570,7 @@ register_codec(
 
 def _ungated(model: str = "default", residual: str = "avif", effort: int = DEFAULT_EFFORT, **_):
     """semcodec with the generator's prediction in every tile (the codec before gating)."""
-    from semcodec.gating import GatingConfig
+    from semcodec.encoder.gating import GatingConfig
 
     a = SemcodecAdapter(model=model, residual=residual, effort=effort, gating=GatingConfig(False))
     a.name = "semcodec-ungated"

@@ -81,7 +81,7 @@ def library_versions(*, jxl: bool = False) -> dict[str, str | None]:
 def default_arch_model() -> str:
     """Register the default architecture with seeded random weights (once) and return its
     model name: the compute and memory of a trained default model, without its weights."""
-    from semcodec import zoo
+    from semcodec.zoo import bundles as zoo
 
     if DEFAULT_ARCH not in zoo.REGISTRY:
         zoo.register(

@@ -35,7 +35,7 @@ def _register(model: str) -> None:
 
 def _default_model() -> str:
     """The trained default bundle if shipped, else the tiny one."""
-    from semcodec import zoo
+    from semcodec.zoo import bundles as zoo
 
     spec = zoo.REGISTRY.get("default")
     if spec is not None and spec.weights and (zoo.weights_dir() / spec.weights).exists():
@@ -70,7 +70,7 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def seam_report(ref: np.ndarray, images: dict[str, np.ndarray], band: int = 4) -> dict:
     """PSNR within `band` px of the default tiling's core borders vs elsewhere (seams show as a gap)."""
-    from semcodec.codec import DEFAULT_TILING, MULTIPLE
+    from semcodec.encoder.codec import DEFAULT_TILING, MULTIPLE
 
     h, w = ref.shape[:2]
     regions = DEFAULT_TILING.regions(-(-h // MULTIPLE) * MULTIPLE, -(-w // MULTIPLE) * MULTIPLE)
@@ -113,7 +113,7 @@ def _child(argv: list[str]) -> None:
     op, model, src, dst, quality, residual, threads = argv
     torch.set_num_threads(int(threads))
     _register(model)
-    from semcodec.codec import Codec
+    from semcodec.encoder.codec import Codec
 
     start, cpu_start = time.perf_counter(), time.process_time()
     codec = Codec(model)

@@ -313,7 +313,7 @@ def crops(
 ) -> list[Path]:
     """One sheet per image: original, each model's decode, and the other codec at the first
     model's matched quality (same crop, centred); files are re-encoded, results hold no pixels."""
-    from .rd.report import label_panel
+    from semcodec.bench.rd.report import label_panel
 
     cfg = result["config"]
     other = make_adapter(cfg["against"], threads=cfg["codec_threads"])

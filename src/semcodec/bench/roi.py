@@ -30,7 +30,7 @@ from PIL import Image
 from semcodec.bench.bdrate import bd_rate_result
 from semcodec.bench.codecs import AvifAdapter
 from semcodec.bench.rd.results import jsonable, utc_now
-from semcodec.classes import CLASSES
+from semcodec.format.classes import CLASSES
 
 SCHEMA = "semcodec-roi/1"
 ROI_CLASSES = ("pedestrian", "car", "bicyclist", "signsymbol")
@@ -119,8 +119,8 @@ def _recall(codec: Any, rgb: np.ndarray, gt: np.ndarray, roi_cfg: Any, acc: dict
     """Add how much of each class's ground truth the codec's ROI covers (margin and none)."""
     from dataclasses import replace
 
-    from semcodec.roi import block_weights
-    from semcodec.tiling import pad_rgb
+    from semcodec.encoder.roi import block_weights
+    from semcodec.format.tiling import pad_rgb
 
     labels = codec.semantic_map(pad_rgb(rgb))
     h, w = gt.shape
@@ -169,8 +169,8 @@ def bd_table(curves: dict[str, dict], names: Sequence[str]) -> dict[str, dict[st
 
 def run(cfg: RoiBenchConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Encode, decode and measure every frame with the three codecs; the result dict."""
-    from semcodec.codec import Codec
-    from semcodec.roi import parse_roi
+    from semcodec.encoder.codec import Codec
+    from semcodec.encoder.roi import parse_roi
 
     codec = Codec(cfg.model)
     roi_cfg = parse_roi(list(cfg.classes), cfg.strength)

@@ -14,10 +14,8 @@ Modules: ``common`` (exit codes, messages, shared options), ``groups`` (lazy and
 
 from __future__ import annotations
 
-from ..fileinfo import file_info
-from ..labelmap import label_image
-from .codec import DECODE_FORMATS
-from .common import (
+from semcodec.cli.codec import DECODE_FORMATS
+from semcodec.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -29,7 +27,9 @@ from .common import (
     describe_error,
     effort_option,
 )
-from .root import cli, main
+from semcodec.cli.root import cli, main
+from semcodec.format.info import file_info
+from semcodec.labelmap import label_image
 
 __all__ = [
     "DECODE_FORMATS",

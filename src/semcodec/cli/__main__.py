@@ -1,6 +1,6 @@
 """``python -m semcodec.cli``: the same as the ``semcodec`` command."""
 
-from .root import main
+from semcodec.cli.root import main
 
 if __name__ == "__main__":
     main()

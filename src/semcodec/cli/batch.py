@@ -23,11 +23,8 @@ from typing import Any
 
 import click
 
-from ..errors import SemcodecError
-from ..imageio import OutputExists, atomic_write_bytes, remove_stale_temps
-from ..progress import Progress
-from ..verify import Existing
-from .common import (
+from semcodec.batch.verify import Existing
+from semcodec.cli.common import (
     EXIT_FAILURE,
     STDIO,
     debug_enabled,
@@ -38,9 +35,9 @@ from .common import (
     warning,
     with_name,
 )
-from .dataset import DatasetOptions
-from .report import FileRecord, Report, bits_per_pixel
-from .workers import (
+from semcodec.cli.dataset import DatasetOptions
+from semcodec.cli.report import FileRecord, Report, bits_per_pixel
+from semcodec.cli.workers import (
     WINDOW_PER_WORKER,
     Done,
     Outcome,
@@ -49,6 +46,9 @@ from .workers import (
     run_here,
     windowed,
 )
+from semcodec.errors import SemcodecError
+from semcodec.imageio import OutputExists, atomic_write_bytes, remove_stale_temps
+from semcodec.progress import Progress
 
 # the in-process batch's tile progress (Codec.progress); None in worker processes
 _TILE_PROGRESS: Callable[[str, int, int], None] | None = None
@@ -63,7 +63,7 @@ def _decide_before_workers() -> None:
     """Make the bf16 decision once, here, and hand it to every worker (files must not depend
     on which worker encoded them): forked workers inherit it, spawned ones read the env."""
     import_torch()
-    from .. import runtime
+    from semcodec import runtime
 
     os.environ.setdefault(runtime.BF16_ENV, "1" if runtime.bf16_decision().use else "0")
 
@@ -160,7 +160,7 @@ def processed(
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order: from this process, a pool of ``jobs`` workers, or a cluster."""
     if cluster is not None and tasks:
-        from .cluster import cluster_outcomes
+        from semcodec.cli.cluster import cluster_outcomes
 
         _decide_before_workers()
         with cluster_outcomes(fn, tasks, cluster, models, debug_enabled()) as outcomes:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import click
 
-from ..bench.codecs import DEFAULT_CODECS as _DEFAULT_CODECS
-from ..bench.codecs import Setting, codec_names
-from ..bench.quality import DEFAULT_METRICS as _DEFAULT_METRICS
-from ..bench.quality import METRIC_NAMES as _METRIC_NAMES
-from ..bench.quality import parse_metrics
-from .common import apply_options, effort_option
+from semcodec.bench.codecs import DEFAULT_CODECS as _DEFAULT_CODECS
+from semcodec.bench.codecs import Setting, codec_names
+from semcodec.bench.quality import DEFAULT_METRICS as _DEFAULT_METRICS
+from semcodec.bench.quality import METRIC_NAMES as _METRIC_NAMES
+from semcodec.bench.quality import parse_metrics
+from semcodec.cli.common import apply_options, effort_option
 
 DEFAULT_CODECS = ",".join(_DEFAULT_CODECS)
 
@@ -160,7 +160,7 @@ def rd_command(
 ) -> None:
     """Rate–distortion benchmark: bpp, PSNR, MS-SSIM, SSIMULACRA 2 (and Butteraugli when
     asked for), timings and BD-rates vs an anchor."""
-    from ..bench import rd
+    from semcodec.bench import rd
 
     metrics = _metric_list(metrics_spec)
     _warn_if_busy(threads)
@@ -203,7 +203,7 @@ def rd_command(
 @click.argument("new", type=_result_file)
 def compare_command(old: Path, new: Path) -> None:
     """BD-rate of each codec in the NEW result JSON against the same codec in OLD."""
-    from ..bench import rd
+    from semcodec.bench import rd
 
     rd.compare(old, new)
 
@@ -215,7 +215,7 @@ def report_command(
     result_json: Path, csv_path: Path | None, plot: Path | None, md_path: Path | None
 ) -> None:
     """Print the table of an existing result JSON and write --csv/--plot/--markdown from it."""
-    from ..bench import rd
+    from semcodec.bench import rd
 
     result = rd.read_json(result_json)
     click.echo(rd.format_table(result))
@@ -236,7 +236,7 @@ def merge_command(
 ) -> None:
     """Merge result JSONs over the same images (e.g. codec lanes run in parallel) and write
     --out/--csv/--plot/--markdown from the merge."""
-    from ..bench import rd
+    from semcodec.bench import rd
 
     try:
         result = rd.merge(runs, anchor)
@@ -336,7 +336,7 @@ def matched_command(
 ) -> None:
     """Matched bytes: per image, semcodec at one quality against AVIF (or --against) at the
     largest quality whose file is not larger; bytes, bpp, PSNR, MS-SSIM, SSIMULACRA 2 of both."""
-    from ..bench import matched, rd
+    from semcodec.bench import matched, rd
 
     metrics = _metric_list(metrics_spec)
     _warn_if_busy(threads)
@@ -458,7 +458,7 @@ def speed_command(
 ) -> None:
     """Speed: encode/decode seconds per stage, peak memory, the networks alone and the
     start-up of whole commands on a small file, each configuration in a fresh process."""
-    from ..bench import speed
+    from semcodec.bench import speed
 
     code = speed.measure_and_write(
         images_dir,
@@ -501,7 +501,7 @@ def large_command(
     model: str | None, width: int, height: int, quality: int, residual: str, threads: int
 ) -> None:
     """Encode and decode a large photo (6000x4000): time and peak memory per stage, seams."""
-    from ..bench import large
+    from semcodec.bench import large
 
     code = large.run_large(
         model, width=width, height=height, quality=quality, residual=residual, threads=threads
@@ -527,7 +527,7 @@ def _write_outputs(
     result: dict, out: Path | None, csv_path: Path | None, plot: Path | None, md: Path | None
 ) -> None:
     """Write whichever report files were asked for (shared by rd, merge and report)."""
-    from ..bench import rd
+    from semcodec.bench import rd
 
     if md is None and out is not None:
         md = out.with_suffix(".md")  # the Markdown tables go beside a result JSON by default
@@ -583,8 +583,8 @@ def roi_command(
     ground truth by the codec's ROI; encode seconds with and without it."""
     import json
 
-    from ..bench import roi
-    from ..roi import RoiError, parse_roi
+    from semcodec.bench import roi
+    from semcodec.encoder.roi import RoiError, parse_roi
 
     names = tuple(c.strip().lower() for c in classes.split(",") if c.strip())
     try:

@@ -22,9 +22,14 @@ from typing import Any
 
 import click
 
-from ..errors import SemcodecError
-from .common import describe_error
-from .workers import WINDOW_PER_WORKER, Outcome, load_models, one_torch_thread, windowed
+from semcodec.cli.workers import (
+    WINDOW_PER_WORKER,
+    Outcome,
+    load_models,
+    one_torch_thread,
+    windowed,
+)
+from semcodec.errors import SemcodecError, describe_error
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
 
@@ -172,7 +177,7 @@ def _local_start_method() -> contextlib.AbstractContextManager:
 
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return contextlib.nullcontext()
-    multiprocessing.set_forkserver_preload(["semcodec.codec"])
+    multiprocessing.set_forkserver_preload(["semcodec.encoder.codec"])
     return dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
 
 
@@ -192,7 +197,7 @@ def cluster_outcomes(
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order from the cluster's workers, at most a few tasks per worker ahead;
     a scheduler lost mid-run ends the batch with one line (what was written stays complete)."""
-    from .. import runtime
+    from semcodec import runtime
 
     spec = parse_cluster(cluster)
     _distributed()  # imported first: its loggers exist and are configured when quietened

@@ -14,16 +14,8 @@ from typing import Any
 
 import click
 
-from .. import container
-from ..classes import CLASSES
-from ..defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
-from ..errors import SemcodecError
-from ..fileinfo import bpp, file_info, format_info
-from ..labelmap import label_image
-from ..metadata import KINDS as METADATA_KINDS
-from ..ratecontrol import bytes_for_bpp, search_quality
-from ..verify import Existing, check_image, check_sem, sem_layer_bytes
-from .batch import (
+from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
+from semcodec.cli.batch import (
     check_io_args,
     display,
     io_options,
@@ -33,7 +25,7 @@ from .batch import (
     stdin_bytes,
     tile_progress,
 )
-from .common import (
+from semcodec.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     STDIO,
@@ -47,8 +39,16 @@ from .common import (
     warning,
     with_name,
 )
-from .dataset import DatasetOptions, dataset_options
-from .workers import Outcome, guarded
+from semcodec.cli.dataset import DatasetOptions, dataset_options
+from semcodec.cli.workers import Outcome, guarded
+from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
+from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
+from semcodec.errors import SemcodecError
+from semcodec.format import container
+from semcodec.format.classes import CLASSES
+from semcodec.format.info import bpp, file_info, format_info
+from semcodec.format.metadata import KINDS as METADATA_KINDS
+from semcodec.labelmap import label_image
 
 # the residual coders' names, from the format's codes (no coder module imported at start-up)
 BACKENDS = tuple(kind.label for kind in container.ResidualKind if kind != container.RESIDUAL_NONE)
@@ -101,7 +101,7 @@ _LAYER_SHORT = {
 def doctor() -> None:
     """Print versions, CPU, instruction set, the bf16 decision and threads (for bug reports)."""
     import_torch()
-    from .. import runtime
+    from semcodec import runtime
 
     for key, value in runtime.diagnostics().items():
         click.echo(f"{key}: {value}")
@@ -132,10 +132,10 @@ def _encode_work(task: _EncodeTask) -> Outcome:
     if progress is not None:  # torch's import and the model take most of a small encode
         progress("loading the model", 0, 0)
     import_torch()
-    from ..codec import get_codec
-    from ..gating import GatingConfig
-    from ..imageio import load_image
-    from ..refine import RefineConfig
+    from semcodec.encoder.codec import get_codec
+    from semcodec.encoder.gating import GatingConfig
+    from semcodec.encoder.refine import RefineConfig
+    from semcodec.imageio import load_image
 
     codec = get_codec(task.model)
     codec.effort = task.effort  # this process's codec, one task at a time
@@ -200,7 +200,7 @@ def _encode_report(name: str, out: str, o: Outcome) -> str:
 
 def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) -> frozenset[str]:
     """--metadata all|none|icc,exif,xmp → the kinds to keep (usage error otherwise)."""
-    from ..metadata import parse_selection
+    from semcodec.format.metadata import parse_selection
 
     try:
         return parse_selection(value)
@@ -372,7 +372,7 @@ def _check_encode_names(inputs: Sequence[str], output: str | None) -> None:
 
 def _roi_config(ctx: click.Context, spec: str | None, strength: float | None) -> Any:
     """--roi and --roi-strength as a RoiConfig; a bad one is one error line and exit 2."""
-    from ..roi import RoiError, parse_roi
+    from semcodec.encoder.roi import RoiError, parse_roi
 
     try:
         return parse_roi(spec, strength)
@@ -398,7 +398,7 @@ class _DecodeTask:
 
 def png_bytes(img: Any, fmt: str = "png", meta: Any = None) -> bytes:
     """Encode a Pillow image in one of DECODE_FORMATS, with the file's metadata if given."""
-    from ..metadata import save_params
+    from semcodec.format.metadata import save_params
 
     pil_format, _suffix, options = DECODE_FORMATS[fmt]
     extra = save_params(meta, pil_format) if meta else {}
@@ -418,14 +418,14 @@ def _decode_work(task: _DecodeTask) -> Outcome:
     out = png_bytes(image, task.fmt, result.metadata)
     extra = None
     if task.segmentation:
-        from ..maplayer import full_size_map
+        from semcodec.decoder.maplayer import full_size_map
 
         extra = png_bytes(
             label_image(full_size_map(result.semantic_map, result.header), task.color)
         )
     info = {"width": image.width, "height": image.height, "mode": image.mode, "layer": task.layer}
     info["layers"] = sem_layer_bytes(data)
-    from ..entropy.gating import NONE
+    from semcodec.format.gating import NONE
 
     warnings = []
     if task.layer == "base" and result.modes is not None and (result.modes == NONE).all():
@@ -438,7 +438,7 @@ def _decode_work(task: _DecodeTask) -> Outcome:
 
 def _decoder(data: bytes, model: str | None):
     """The file's decoder (api.decoder_of), drawing the tile progress bar."""
-    from ..api import decoder_of
+    from semcodec.api import decoder_of
 
     dec = decoder_of(data, model)
     dec.progress = tile_progress()
@@ -447,7 +447,7 @@ def _decoder(data: bytes, model: str | None):
 
 def _map_work(data: bytes, task: _DecodeTask) -> Outcome:
     """--layer map: the class ids (or palette) from the header and map layer alone."""
-    from ..maplayer import full_size_map, read_map
+    from semcodec.decoder.maplayer import full_size_map, read_map
 
     header, labels = read_map(data)
     if task.map_size == "full":
@@ -656,7 +656,8 @@ def info(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
 @debug_option
 def models_command(as_json: bool) -> None:
     """List the registered model bundles, and the releases whose files this installation decodes."""
-    from .. import parts, registry
+    from semcodec.decoder import parts
+    from semcodec.zoo import registry
 
     rows = []
     for name, spec in sorted(registry.REGISTRY.items()):

@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import click
 
-from ..defaults import DEFAULT_EFFORT, EFFORTS
-from ..errors import SemcodecError
+from semcodec.defaults import DEFAULT_EFFORT, EFFORTS
+from semcodec.errors import SemcodecError
 
 try:
-    from .. import __version__
+    from semcodec import __version__
 except ImportError:  # imported as a namespace package (stale editable install): use metadata
     from importlib.metadata import version as _dist_version
 

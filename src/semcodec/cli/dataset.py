@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from .common import STDIO
+from semcodec.cli.common import STDIO
 
 #: the parameter names of the dataset options, popped from the command's keyword arguments
 _NAMES = ("skip_existing", "report", "from_list", "null", "keep_tree", "root", "cluster")
@@ -72,7 +72,7 @@ class DatasetOptions:
         if self.report == STDIO and output == STDIO:
             raise click.UsageError("--report - and -o - cannot share stdout")
         if self.cluster is not None:
-            from .cluster import parse_cluster
+            from semcodec.cli.cluster import parse_cluster
 
             parse_cluster(self.cluster)
 

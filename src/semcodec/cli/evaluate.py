@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from ..defaults import DEFAULT_MODEL
-from ..errors import SemcodecError
-from ..labelmap import label_image
-from .batch import deliver, plan_problem, stdin_bytes
-from .codec import png_bytes
-from .common import STDIO, debug_option, import_torch
+from semcodec.cli.batch import deliver, plan_problem, stdin_bytes
+from semcodec.cli.codec import png_bytes
+from semcodec.cli.common import STDIO, debug_option, import_torch
+from semcodec.defaults import DEFAULT_MODEL
+from semcodec.errors import SemcodecError
+from semcodec.labelmap import label_image
 
 
 @click.command()
@@ -30,9 +30,9 @@ def segment(image: str, output: str, color: bool, model: str, force: bool) -> No
     if problem is not None:
         raise SemcodecError(problem)
     import_torch()
-    from ..imageio import load_image
-    from ..segment import full_resolution_labels
-    from ..zoo import load_bundle
+    from semcodec.encoder.segment import full_resolution_labels
+    from semcodec.imageio import load_image
+    from semcodec.zoo.bundles import load_bundle
 
     bundle = load_bundle(model)
     img = load_image(stdin_bytes() if image == STDIO else image)
@@ -88,8 +88,8 @@ def eval_seg(
     """Per-class IoU and recall, mIoU, pixel accuracy, UNKNOWN share and speed on CamVid."""
     from dataclasses import replace
 
-    from ..train.data import read_split
-    from ..train.seg import evaluate_persons, evaluate_seg
+    from semcodec.train.data import read_split
+    from semcodec.train.seg import evaluate_persons, evaluate_seg
 
     net = _seg_net(model, weights)
     if unknown_below is not None:
@@ -101,7 +101,7 @@ def eval_seg(
     result = evaluate_seg(net, images, labels, bf16=bf16, thresholds=ts)
     result = {"model": str(weights or model), "split": split, **result}
     if persons is not None:
-        from ..train.persons import read_person_set
+        from semcodec.train.persons import read_person_set
 
         held = read_person_set(persons, "test")
         result["persons"] = evaluate_persons(net, held.images, held.masks)
@@ -113,12 +113,12 @@ def eval_seg(
 
 def _seg_net(model: str, weights: Path | None):
     """The segmentation network of a bundle name, or of a checkpoint or bundle file."""
-    from ..zoo import load_bundle
+    from semcodec.zoo.bundles import load_bundle
 
     if weights is None:
         return load_bundle(model).seg
-    from ..models.segmentation import build_segnet
-    from ..train.common import seg_config_of, seg_source
+    from semcodec.models.segmentation import build_segnet
+    from semcodec.train.common import seg_config_of, seg_source
 
     net = build_segnet(seg_config_of(weights))
     net.load_state_dict({k: v.float() for k, v in seg_source(weights)[0].items()})
@@ -139,7 +139,7 @@ def _print_seg(result: dict) -> None:
     )
     conf = result.get("confusion")
     if conf:
-        from ..classes import CLASSES, MAP_NAMES
+        from semcodec.format.classes import CLASSES, MAP_NAMES
 
         click.echo("  small classes taken for (share of their pixels):")
         for name in ("pole", "signsymbol", "fence", "pedestrian", "bicyclist"):

@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from ..errors import SemcodecError
-from .common import EXIT_FAILURE, EXIT_INTERRUPTED, debug_enabled, describe_error, error
+from semcodec.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, debug_enabled, describe_error, error
+from semcodec.errors import SemcodecError
 
 
 class LazyGroup(click.Group):

@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from .common import STDIO
+from semcodec.cli.common import STDIO
 
 SCHEMA = "semcodec-batch/1"
 STATUSES = ("ok", "skipped", "failed")

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import click
 
-from . import codec, evaluate, train
-from .common import PROG, __version__, debug_option
-from .groups import RootGroup
+from semcodec.cli import codec, evaluate, train
+from semcodec.cli.common import PROG, __version__, debug_option
+from semcodec.cli.groups import RootGroup
 
 
 @click.group(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .groups import LazyGroup
+from semcodec.cli.groups import LazyGroup
 
 
 @click.group(

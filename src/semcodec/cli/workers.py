@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .common import describe_error
+from semcodec.cli.common import describe_error
 
 
 @dataclass
@@ -86,7 +86,7 @@ def windowed(
 
 def one_torch_thread() -> None:
     """One torch thread per task: the workers already share the CPUs between them."""
-    from .common import import_torch
+    from semcodec.cli.common import import_torch
 
     import_torch()  # as the commands import it (collector paused)
     import torch
@@ -97,12 +97,12 @@ def one_torch_thread() -> None:
 def load_models(models: tuple[str, ...], bf16: str | None = None) -> None:
     """A worker's start, for -j and --cluster alike: the parent's bf16 decision (where it is
     not inherited), the heap kept, then every model loaded once."""
-    from .. import runtime
+    from semcodec import runtime
 
     if bf16 is not None:
         os.environ[runtime.BF16_ENV] = bf16
     runtime.keep_heap()  # one task at a time per worker process
-    from ..codec import get_codec
+    from semcodec.encoder.codec import get_codec
 
     for name in models:
         with contextlib.suppress(Exception):  # a bad model is reported per file when used

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..classes import UNKNOWN_AS
+from semcodec.format.classes import UNKNOWN_AS
 
 
 @dataclass(frozen=True)

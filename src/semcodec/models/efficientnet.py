@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ModelError
+from semcodec.errors import ModelError
 
 BN_EPS = 1e-3
 BN_MOMENTUM = 0.01  # TensorFlow's decay 0.99

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..classes import NUM_CLASSES
+from semcodec.format.classes import NUM_CLASSES
 
 CENTRE = 128  # pixels enter as (v - 128) / IN_SCALE
 IN_SCALE = 128.0
@@ -134,7 +134,7 @@ def to_integer(
     act_max: int = 511,
 ) -> dict[str, np.ndarray]:
     """The integer table (intenhance.IntEnhancer) of a trained network, grids from calibration."""
-    from ..intenhance import CORR_SHIFT, IntEnhancer, int_layer
+    from semcodec.intgrid.enhancer import CORR_SHIFT, IntEnhancer, int_layer
 
     cfg = net.cfg
     e_h = [_grid(m, act_max) for m in activation_maxima(net, calibration)]

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .compnet import SafeReflectionPad2d, make_norm, one_hot_map
+from semcodec.models.compnet import SafeReflectionPad2d, make_norm, one_hot_map
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..classes import CLASSES, NUM_CLASSES, PALETTE, VOID  # noqa: F401
-from .efficientnet import EfficientNetLite0, load_into
+from semcodec.format.classes import CLASSES, NUM_CLASSES, PALETTE, VOID  # noqa: F401
+from semcodec.models.efficientnet import EfficientNetLite0, load_into
 
 CLASS_NAMES = CLASSES  # the name training and evaluation code use
 

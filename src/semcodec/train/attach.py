@@ -16,11 +16,11 @@ from pathlib import Path
 import click
 import torch
 
-from ..models.enhance import build_enhance, to_integer
-from ..models.segmentation import build_segnet
-from ..zoo import load_bundle, save_bundle
-from .common import seg_source
-from .enhance import load_shards, split_shards
+from semcodec.models.enhance import build_enhance, to_integer
+from semcodec.models.segmentation import build_segnet
+from semcodec.train.common import seg_source
+from semcodec.train.enhance import load_shards, split_shards
+from semcodec.zoo.bundles import load_bundle, save_bundle
 
 
 def calibration_of(shards: list[dict], limit: int = 24) -> list[tuple[torch.Tensor, ...]]:

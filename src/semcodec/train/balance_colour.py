@@ -13,12 +13,12 @@ import click
 import numpy as np
 import torch
 
-from ..imageio import list_images
-from ..models.compnet import quantize_ste
-from ..zoo import ModelBundle, load_bundle, save_bundle
-from .codec import compute_maps, crop8
-from .common import bundle_option, dest_option, photos_option
-from .data import read_images
+from semcodec.imageio import list_images
+from semcodec.models.compnet import quantize_ste
+from semcodec.train.codec import compute_maps, crop8
+from semcodec.train.common import bundle_option, dest_option, photos_option
+from semcodec.train.data import read_images
+from semcodec.zoo.bundles import ModelBundle, load_bundle, save_bundle
 
 
 def spread_indices(total: int, count: int) -> list[int]:

@@ -19,7 +19,7 @@ QUALITIES = (10, 25, 40, 55, 70, 85)
 
 def _step(rows: list[tuple[np.ndarray, int]], tile: int) -> float:
     """The step at which the proxy's bits over all rows equal their coded bits (bisection)."""
-    from ..gating import tile_bits
+    from semcodec.encoder.gating import tile_bits
 
     want = sum(b for _, b in rows)
     lo, hi = np.log(0.05), np.log(2000.0)
@@ -34,9 +34,9 @@ def calibrate(photos: list[Path], model: str = "default") -> list[dict]:
     """One row per quality: step, image and predicted-residual scales, slope."""
     from PIL import Image
 
-    from ..codec import Codec
-    from ..entropy.residual import get_backend
-    from ..gating import tile_bits
+    from semcodec.encoder.codec import Codec
+    from semcodec.encoder.gating import tile_bits
+    from semcodec.format.residual import get_backend
 
     codec, backend = Codec(model), get_backend("avif")
     pairs = []
@@ -82,7 +82,7 @@ def calibrate(photos: list[Path], model: str = "default") -> list[dict]:
 @click.option("--model", default="default", show_default=True)
 def calibrate_gating_command(photos: Path, count: int, model: str) -> None:
     """Fit the gating rate proxy's step and scales to the AVIF residual coder."""
-    from ..imageio import list_images
+    from semcodec.imageio import list_images
 
     paths = list_images(photos)
     chosen = paths[:: max(1, len(paths) // count)][:count]

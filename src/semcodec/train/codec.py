@@ -15,9 +15,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..entropy.compact import table_neighbours
-from ..entropy.context_model import ContextModel
-from ..losses import (
+from semcodec.encoder.segment import label_map
+from semcodec.format.compact import table_neighbours
+from semcodec.models.compnet import COMPNET_CONFIGS, CompNet, one_hot_map, quantize_ste
+from semcodec.models.context_model import ContextModel
+from semcodec.models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
+from semcodec.models.generator import GENERATOR_CONFIGS, Generator
+from semcodec.models.losses import (
     ImageNetLite0Features,
     LossWeights,
     PerceptualLoss,
@@ -30,13 +34,8 @@ from ..losses import (
     ssimulacra2_loss,
     ssimulacra2_torch,
 )
-from ..models.compnet import COMPNET_CONFIGS, CompNet, one_hot_map, quantize_ste
-from ..models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
-from ..models.generator import GENERATOR_CONFIGS, Generator
-from ..models.segmentation import SegNet, build_segnet
-from ..segment import label_map
-from ..zoo import load_bundle
-from .common import (
+from semcodec.models.segmentation import SegNet, build_segnet
+from semcodec.train.common import (
     Progress,
     autocast,
     cleanup_distributed,
@@ -46,7 +45,8 @@ from .common import (
     seg_source,
     setup_distributed,
 )
-from .data import list_images, read_photos, read_split
+from semcodec.train.data import list_images, read_photos, read_split
+from semcodec.zoo.bundles import load_bundle
 
 MAP_SCALE = 8
 

@@ -14,8 +14,8 @@ import click
 import torch
 import torch.distributed as dist
 
-from .. import runtime
-from ..progress import Progress as BarProgress
+from semcodec import runtime
+from semcodec.progress import Progress as BarProgress
 
 
 def setup_distributed() -> tuple[int, int, torch.device]:
@@ -65,7 +65,7 @@ def save_checkpoint(path: Path, state: dict) -> None:
 
 def _load_weights(path: Path) -> dict:
     """A training checkpoint or a model bundle (packed or not), tensors and containers only."""
-    from ..registry import read_weights
+    from semcodec.zoo.registry import read_weights
 
     return torch.load(io.BytesIO(read_weights(path)), map_location="cpu", weights_only=True)
 
@@ -75,7 +75,7 @@ def seg_source(path: Path) -> tuple[dict[str, torch.Tensor], int, float]:
     state = _load_weights(path)
     if "model" in state:
         return state["model"], int(state.get("step", 0)), float(state.get("hours", 0.0))
-    from ..zoo import load_bundle  # a bundle: loaded and checked by the zoo
+    from semcodec.zoo.bundles import load_bundle  # a bundle: loaded and checked by the zoo
 
     bundle = load_bundle(str(path))
     info = bundle.info
@@ -93,7 +93,7 @@ def seg_config_of(path: Path) -> str:
     state = _load_weights(path)
     if "model" in state:
         return str(json.loads(state.get("config", "{}")).get("model", "default"))
-    from ..zoo import load_bundle
+    from semcodec.zoo.bundles import load_bundle
 
     return load_bundle(str(path)).spec.seg
 

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from ..imageio import list_images
-from ..models.segmentation import VOID
+from semcodec.imageio import list_images
+from semcodec.models.segmentation import VOID
 
 
 def read_split(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:

@@ -17,9 +17,9 @@ import click
 import numpy as np
 import torch
 
-from ..imageio import list_images
-from ..models.enhance import build_enhance
-from .common import Progress, load_checkpoint, save_checkpoint
+from semcodec.imageio import list_images
+from semcodec.models.enhance import build_enhance
+from semcodec.train.common import Progress, load_checkpoint, save_checkpoint
 
 QUALITIES = (5, 10, 20, 30, 40, 50, 60, 70, 80, 90)
 CROP = 128  # a multiple of 8: the map's grid
@@ -95,7 +95,7 @@ def make_data(
     photos: Path, camvid: Path | None, out: Path, per_photo: int, model: str, native_every: int
 ) -> None:
     """Write one shard per training image (skips shards already written: resumable)."""
-    from ..codec import Codec
+    from semcodec.encoder.codec import Codec
 
     codec = Codec(model, enhance=False)  # the pictures the post-filter will see: before it
     paths = list_images(photos)

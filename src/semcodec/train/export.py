@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 import torch
 
-from ..models.segmentation import build_segnet
-from ..zoo import BundleSpec, load_bundle, save_bundle
-from .codec import CodecNets
-from .common import seg_config_of, seg_source
+from semcodec.models.segmentation import build_segnet
+from semcodec.train.codec import CodecNets
+from semcodec.train.common import seg_config_of, seg_source
+from semcodec.zoo.bundles import BundleSpec, load_bundle, save_bundle
 
 
 def export_bundle(

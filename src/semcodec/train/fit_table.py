@@ -17,17 +17,17 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..entropy.compact import TABLE_PRECISION, context_index, table_neighbours, validate_table
-from ..imageio import list_images
-from ..zoo import load_bundle, save_bundle
-from .common import bundle_option, dest_option, photos_option
+from semcodec.format.compact import TABLE_PRECISION, context_index, table_neighbours, validate_table
+from semcodec.imageio import list_images
+from semcodec.train.common import bundle_option, dest_option, photos_option
+from semcodec.zoo.bundles import load_bundle, save_bundle
 
 DEFAULT_ALPHA = 0.2  # additive smoothing; chosen on 50 held-out training photos (not Kodak)
 
 
 def collect_symbols(model: str, images: Iterable[Path | np.ndarray]) -> list[np.ndarray]:
     """The compact symbols (C,h,w) the encoder produces for each image, through the real codec."""
-    from ..codec import Codec
+    from semcodec.encoder.codec import Codec
 
     codec = Codec(model)
     return [codec.analyse(im).symbols for im in images]

@@ -16,19 +16,19 @@ import click
 import numpy as np
 import torch
 
-from ..imageio import list_images
-from ..metrics import psnr
-from ..models import fixed
-from ..models.generator import pixels
-from ..zoo import load_bundle, save_bundle
-from .common import bundle_option, dest_option, photos_option
+from semcodec.imageio import list_images
+from semcodec.intgrid import generator_torch as fixed
+from semcodec.metrics import psnr
+from semcodec.models.generator import pixels
+from semcodec.train.common import bundle_option, dest_option, photos_option
+from semcodec.zoo.bundles import load_bundle, save_bundle
 
 
 def _encoded(
     model: str, images: Sequence[Path]
 ) -> list[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
     """(rgb, symbols, labels) of each image through the real encoder."""
-    from ..codec import Codec
+    from semcodec.encoder.codec import Codec
 
     codec = Codec(model)
     out = []
@@ -44,7 +44,7 @@ def compare(
     bundle_gen: torch.nn.Module, fixed_gen: fixed.FixedGenerator, levels: int, held_out: list
 ) -> dict:
     """Mean PSNR of the float and the integer generator, and between them, on held-out images."""
-    from ..models.compnet import dequantize
+    from semcodec.models.compnet import dequantize
 
     pf, pq, pd = [], [], []
     for rgb, sym, lab in held_out:

@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from ..classes import NUM_CLASSES
-from ..models.enhance import ENHANCE_CONFIGS, EnhanceConfig, EnhanceNet
-from ..models.segmentation import VOID, SegNet, build_segnet
+from semcodec.format.classes import NUM_CLASSES
+from semcodec.models.enhance import ENHANCE_CONFIGS, EnhanceConfig, EnhanceNet
+from semcodec.models.segmentation import VOID, SegNet, build_segnet
 
 # ----- compact packs ------------------------------------------------------------------------
 
@@ -53,7 +53,7 @@ def pack_camvid(src: Path, dst: Path, splits: tuple[str, ...], quality: int) -> 
 def pack_persons(src: Path, dst: Path, scale: float, quality: int, every: int = 1) -> None:
     """Every `every`-th person training photo (pinned data, held-out ones left out) scaled,
     JPEG + PNG mask."""
-    from .persons import read_person_set
+    from semcodec.train.persons import read_person_set
 
     data = read_person_set(src, "train")
     (dst / "photos").mkdir(parents=True, exist_ok=True)
@@ -158,7 +158,7 @@ def seg_sample(
     img: torch.Tensor, lab: torch.Tensor, run: SegRun, rng: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One augmented CamVid crop on the GPU: x (1,3,h,w) in [0,1], y (1,h,w) long."""
-    from .data import jitter
+    from semcodec.train.data import jitter
 
     ch, cw = run.crop
     x = img.permute(2, 0, 1).float().div(255)[None]
@@ -181,8 +181,8 @@ def person_sample(
     img: torch.Tensor, mask: torch.Tensor, crop: tuple[int, int], rng: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A person photo at a random scale in a crop (as persons.PersonAugment), on the GPU."""
-    from .data import jitter
-    from .persons import NOT_PERSON, PERSON
+    from semcodec.train.data import jitter
+    from semcodec.train.persons import NOT_PERSON, PERSON
 
     ch, cw = crop
     x = img.permute(2, 0, 1).float().div(255)[None]
@@ -213,11 +213,11 @@ def ohem_loss(
 ) -> torch.Tensor:
     """Class-weighted cross-entropy over the hardest `keep` share of the labelled pixels
     (online hard example mining, so the many easy road and sky pixels stop drowning poles)."""
-    from .seg import seg_loss
+    from semcodec.train.seg import seg_loss
 
     if keep <= 0:
         return seg_loss(logits, target, weight)
-    from .persons import NOT_PERSON
+    from semcodec.train.persons import NOT_PERSON
 
     plain = target.masked_fill(target == NOT_PERSON, VOID)
     per = F.cross_entropy(logits.float(), plain, weight=weight, ignore_index=VOID, reduction="none")
@@ -248,7 +248,7 @@ def seg_val_miou(net: SegNet, images: torch.Tensor, labels: torch.Tensor) -> flo
         ok = lab != VOID
         conf += torch.bincount(lab[ok] * NUM_CLASSES + pred[ok], minlength=NUM_CLASSES**2)
     net.train()
-    from .seg import scores_of_conf
+    from semcodec.train.seg import scores_of_conf
 
     counts = conf.view(NUM_CLASSES, NUM_CLASSES).cpu().numpy()
     no_unknown = np.zeros((NUM_CLASSES, 1), counts.dtype)  # a plain argmax never says UNKNOWN
@@ -265,9 +265,9 @@ def train_seg_gpu(
     eval_every_s: float,
 ) -> None:
     """One segmentation run from a bundle's network; writes seg-RUN.pt (best val) and a ledger."""
-    from .common import seg_config_of, seg_source
-    from .data import class_weights, read_split
-    from .seg import SegTrainConfig, make_optimizer
+    from semcodec.train.common import seg_config_of, seg_source
+    from semcodec.train.data import class_weights, read_split
+    from semcodec.train.seg import SegTrainConfig, make_optimizer
 
     clock = Clock(minutes)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -393,7 +393,7 @@ def macs_per_pixel(cfg: EnhanceConfig) -> float:
 
 def _pair_worker(args: tuple[str, int, int, str, str]) -> str:
     """One photo's training pairs (enhance.write_shard), on this worker's codec."""
-    from .enhance import write_shard
+    from semcodec.train.enhance import write_shard
 
     path, n, per_photo, residual, out = args
     torch.set_num_threads(1)
@@ -407,7 +407,7 @@ def _worker_codec():
     """The worker's codec, loaded once, with its own enhancement switched off."""
     global _CODEC
     if _CODEC is None:
-        from ..codec import Codec
+        from semcodec.encoder.codec import Codec
 
         _CODEC = Codec("default", enhance=False)
     return _CODEC
@@ -417,8 +417,8 @@ def make_pairs(photos: Path, out: Path, per_photo: int, workers: int, residual: 
     """Training pairs of every photo, on `workers` processes (one torch thread each)."""
     import multiprocessing as mp
 
-    from ..imageio import list_images
-    from .enhance import residual_of
+    from semcodec.imageio import list_images
+    from semcodec.train.enhance import residual_of
 
     out.mkdir(parents=True, exist_ok=True)
     every = {"mixed": 8, "native": 1, "avif": 0}[residual]
@@ -467,7 +467,7 @@ def train_enh_gpu(
 ) -> None:
     """One enhancement configuration: Adam on MSE, cosine over its minutes (from `init`'s
     weights when given: a continued run)."""
-    from .enhance import as_tensors, draw_batch, load_shards, split_shards
+    from semcodec.train.enhance import as_tensors, draw_batch, load_shards, split_shards
 
     clock = Clock(minutes)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -584,7 +584,7 @@ def seg_command(run_name, bundle, camvid, persons, out, minutes, eval_every, bat
     out.mkdir(parents=True, exist_ok=True)
     run = replace(SEG_RUNS[run_name], batch=batch)  # the registered recipe stays as it is
     if bundle is None:
-        from ..registry import REGISTRY, weights_dir
+        from semcodec.zoo.registry import REGISTRY, weights_dir
 
         bundle = weights_dir() / str(REGISTRY["default"].weights)
     train_seg_gpu(run, bundle, camvid, persons, out, minutes, eval_every)

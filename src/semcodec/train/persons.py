@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from ..classes import CLASSES, VOID
+from semcodec.format.classes import CLASSES, VOID
 
 PERSON = CLASSES.index("pedestrian")
 NOT_PERSON = VOID + 1  # training label only: "any class but pedestrian"
@@ -92,7 +92,7 @@ class PersonAugment:
 
     def sample(self, data: PersonSet) -> tuple[torch.Tensor, torch.Tensor]:
         """One sample: x float (1,3,h,w) in [0,1], y long (1,h,w) with PERSON / NOT_PERSON / VOID."""
-        from .data import jitter
+        from semcodec.train.data import jitter
 
         k = int(self.rng.integers(0, len(data.images)))
         ch, cw = self.crop

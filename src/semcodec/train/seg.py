@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..models.segmentation import (
+from semcodec.models.segmentation import (
     CLASS_NAMES,
     NUM_CLASSES,
     VOID,
@@ -22,7 +22,7 @@ from ..models.segmentation import (
     load_backbone_weights,
     load_imagenet_weights,
 )
-from .common import (
+from semcodec.train.common import (
     Progress,
     autocast,
     cleanup_distributed,
@@ -31,8 +31,8 @@ from .common import (
     save_checkpoint,
     setup_distributed,
 )
-from .data import SegAugment, class_weights, read_split, synthetic_segmentation
-from .persons import NOT_PERSON, PERSON, PersonAugment, read_person_set
+from semcodec.train.data import SegAugment, class_weights, read_split, synthetic_segmentation
+from semcodec.train.persons import NOT_PERSON, PERSON, PersonAugment, read_person_set
 
 
 @dataclass
@@ -160,11 +160,11 @@ def train_seg(
         )
     fresh = state_path_missing(out, resume)
     if cfg.init and fresh:
-        from .common import seg_source
+        from semcodec.train.common import seg_source
 
         net.load_state_dict({k: v.float() for k, v in seg_source(Path(cfg.init))[0].items()})
     elif cfg.imagenet and net.cfg.backbone == "lite0" and fresh:
-        from ..models.efficientnet import load_pretrained_state
+        from semcodec.models.efficientnet import load_pretrained_state
 
         load_imagenet_weights(net, load_pretrained_state())
     opt = make_optimizer(net, cfg)
@@ -230,7 +230,7 @@ def restore_data_order(order: dict, aug: SegAugment, person_aug: PersonAugment) 
 @torch.no_grad()
 def image_scores(net: SegNet, img: np.ndarray, bf16: bool = False) -> torch.Tensor:
     """(C, H, W) class scores of one image at its full size, as the encoder's map sees them."""
-    from ..segment import _working_input, class_scores
+    from semcodec.encoder.segment import _working_input, class_scores
 
     h, w = img.shape[:2]
     x, to_grid = _working_input(net, img)
@@ -242,7 +242,7 @@ def image_scores(net: SegNet, img: np.ndarray, bf16: bool = False) -> torch.Tens
 
 def confusion_from(scores: torch.Tensor, lab: np.ndarray, unknown_below: float) -> np.ndarray:
     """(classes, classes + 1) counts: true class by predicted class or UNKNOWN (last column)."""
-    from ..segment import labels_of
+    from semcodec.encoder.segment import labels_of
 
     pred = labels_of(scores, unknown_below).astype(np.int64)
     valid = lab != VOID
@@ -303,7 +303,7 @@ def evaluate_persons(net: SegNet, images: list[np.ndarray], masks: list[np.ndarr
     net.eval()
     inter = union = unknown = total = 0
     for img, mask in zip(images, masks, strict=True):
-        from ..segment import labels_of
+        from semcodec.encoder.segment import labels_of
 
         pred = labels_of(image_scores(net, img), net.cfg.unknown_below)
         hit = pred == PERSON

@@ -153,7 +153,7 @@ def plain_scores(
     size, picture, labels, tiles_on = plain
     h, w = rgb.shape[:2]
     m = ms_ssim(rgb, picture)
-    from semcodec.classes import MAP_NAMES
+    from semcodec.format.classes import MAP_NAMES
 
     err_plain = ((picture.astype(np.float64) - rgb) ** 2).sum(2)
     err_enh = ((out.astype(np.float64) - rgb) ** 2).sum(2)

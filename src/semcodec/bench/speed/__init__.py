@@ -3,7 +3,7 @@ reporting (``report``)."""
 
 from __future__ import annotations
 
-from .measure import (
+from semcodec.bench.speed.measure import (
     CODEC_TARGET_QUALITY,
     CODEC_TARGETS,
     DECODE_STAGES,
@@ -19,8 +19,8 @@ from .measure import (
     measure_and_write,
     run_speed,
 )
-from .report import format_speed_table
-from .throughput import ThroughputConfig, measure_throughput
+from semcodec.bench.speed.report import format_speed_table
+from semcodec.bench.speed.throughput import ThroughputConfig, measure_throughput
 
 __all__ = [
     "CODEC_TARGET_QUALITY",

@@ -2,6 +2,6 @@
 
 import sys
 
-from .measure import main
+from semcodec.bench.speed.measure import main
 
 sys.exit(main())

@@ -45,8 +45,7 @@ from typing import Any
 
 from semcodec.bench import common
 from semcodec.bench.common import default_arch_model
-
-from .throughput import ThroughputConfig, measure_throughput
+from semcodec.bench.speed.throughput import ThroughputConfig, measure_throughput
 
 __all__ = [
     "SCHEMA",
@@ -265,7 +264,7 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
     from PIL import Image
 
     torch.set_num_threads(spec["threads"])
-    import semcodec.codec as cm
+    import semcodec.encoder.codec as cm
     from semcodec import runtime
 
     t1 = time.perf_counter()
@@ -303,7 +302,7 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
         dec_t.append(c - b)
         enc_c.append(bc - ac)
         dec_c.append(cc - bc)
-    from semcodec.maplayer import full_size_map, read_map
+    from semcodec.decoder.maplayer import full_size_map, read_map
 
     map_t = []
     for _ in range(max(3, spec["repeats"])):
@@ -387,7 +386,7 @@ def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
 
     torch.set_num_threads(spec["threads"])
     from semcodec.models.compnet import dequantize
-    from semcodec.zoo import load_bundle
+    from semcodec.zoo.bundles import load_bundle
 
     t0 = time.perf_counter()
     b = load_bundle(default_arch_model() if spec["arch"] else spec["model"])
@@ -402,7 +401,7 @@ def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
     sym = torch.randint(0, levels, (1, comp.cfg.out_channels, h // f, w // f), generator=g)
     t = dequantize(sym, levels)
     from semcodec import runtime
-    from semcodec.zoo import fix_random
+    from semcodec.zoo.bundles import fix_random
 
     # what the decoder runs: the bundle's integer table, or one fixed from its weights
     integer = b.fixed if b.fixed is not None else fix_random(gen, levels)
@@ -617,7 +616,7 @@ def run_speed(
             networks.append(r)
     started_up = None
     if startup:
-        from .startup import measure_startup
+        from semcodec.bench.speed.startup import measure_startup
 
         log("  start-up: whole commands on a 64x64 file …")
         started_up = measure_startup(model, threads, repeats)
@@ -716,7 +715,7 @@ def measure_and_write(
         startup=startup,
         batch=batch,
     )
-    from .report import format_speed_table
+    from semcodec.bench.speed.report import format_speed_table
 
     print(format_speed_table(result))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .measure import CODEC_TARGET_QUALITY, DECODE_STAGES, ENCODE_STAGES
-from .startup import MAP_TARGET_S
-from .throughput import throughput_lines
+from semcodec.bench.speed.measure import CODEC_TARGET_QUALITY, DECODE_STAGES, ENCODE_STAGES
+from semcodec.bench.speed.startup import MAP_TARGET_S
+from semcodec.bench.speed.throughput import throughput_lines
 
 __all__ = ["format_speed_table"]
 

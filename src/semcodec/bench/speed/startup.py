@@ -34,7 +34,7 @@ MAP_TARGET_S = 0.05  # the map of a Kodak file, beside start-up (measure.py time
 
 _IMPORT_TORCH = "from semcodec.cli.common import import_torch; import_torch()"
 _LOAD = (
-    "import time, torch; torch.set_num_threads({threads}); from semcodec.zoo import load_bundle;"
+    "import time, torch; torch.set_num_threads({threads}); from semcodec.zoo.bundles import load_bundle;"
     " t = time.perf_counter(); load_bundle({model!r}).seg; print(time.perf_counter() - t)"
 )
 

@@ -1,0 +1,1 @@
+"""The decoder: container, layers and the integer-grid networks to pixels (torch-free)."""

@@ -1,0 +1,295 @@
+"""The decoder: container → map → compact → generator → residual → image, from integers only.
+
+It needs a release's decoder parts (parts.py) and a generator kernel: the numpy integer
+generator (intgen.py), or torch's when torch is already loaded (the same pixels, faster on
+large images). Nothing here imports torch, so ``semcodec decode`` of a small file does not pay
+torch's import. ``--layer map`` reads the header and the map layer alone.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from semcodec.decoder.maplayer import map_shape
+from semcodec.decoder.parts import DecoderParts, find_parts
+from semcodec.encoder import gating
+from semcodec.encoder.roi import decode_roi
+from semcodec.errors import CorruptData, ModelError
+from semcodec.format import container
+from semcodec.format.alpha import decode_alpha
+from semcodec.format.compact import check_payload_size as check_compact_size
+from semcodec.format.compact import decode_compact
+from semcodec.format.container import Header, LayerKind, Limits
+from semcodec.format.enhance import decode_adjust
+from semcodec.format.gating import decode_modes
+from semcodec.format.map import check_payload_size as check_map_size
+from semcodec.format.map import decode_map as _decode_map_payload
+from semcodec.format.metadata import Metadata, decode_metadata
+from semcodec.format.residual import backend_by_code
+from semcodec.format.tiling import DEFAULT_TILING, MIN_SIDE, MULTIPLE, Tiling, blocks, grow
+from semcodec.imageio import pil_pixel_limit
+from semcodec.intgrid.enhancer import Adjust
+
+# (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
+GeneratorKernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass
+class DecodeResult:
+    """A decoded file: the image plus the layers a caller may want to look at."""
+
+    image: Image.Image
+    header: Header
+    semantic_map: np.ndarray  # labels at 1/map_scale resolution
+    layer_bytes: dict[str, int] = field(default_factory=dict)
+    base: np.ndarray | None = None  # the prediction (H,W,3) before the residual, if asked for
+    metadata: Metadata = field(default_factory=Metadata)  # ICC profile, EXIF, XMP of the input
+    modes: np.ndarray | None = None  # gated files: each tile's prediction mode
+    adjust: Adjust | None = None  # files with an ENHANCE layer: what it says
+    enhanced: bool = False  # whether the enhancement network ran on this picture
+    pixels: np.ndarray | None = field(default=None, repr=False)  # RGB (H,W,3) before the mode
+
+
+def numpy_kernel(parts: DecoderParts) -> GeneratorKernel:
+    """The numpy integer generator as a kernel."""
+    gen = parts.int_generator()
+    return gen.forward
+
+
+def auto_kernel(parts: DecoderParts) -> GeneratorKernel:
+    """torch's integer generator when torch is already imported (faster), else numpy's."""
+    if "torch" in sys.modules and parts.generator is not None:
+        from semcodec.intgrid.generator_torch import torch_kernel
+
+        return torch_kernel(parts.generator)
+    return numpy_kernel(parts)
+
+
+def deferred_kernel(make: Callable[[], GeneratorKernel]) -> GeneratorKernel:
+    """A kernel made on its first tile: decoding (or the encoder's check of) a file that
+    codes the image itself never builds the generator."""
+    made: list[GeneratorKernel] = []
+
+    def run(symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        if not made:
+            made.append(make())
+        return made[0](symbols, labels)
+
+    return run
+
+
+def reconstruct(
+    symbols: np.ndarray,
+    labels: np.ndarray,
+    crop: tuple[int, int],
+    kernel: GeneratorKernel,
+    tiling: Tiling = DEFAULT_TILING,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> np.ndarray:
+    """A4: the enhanced reconstruction, uint8 (h,w,3), tile by tile as the encoder ran it."""
+    _, mh, mw = symbols.shape
+    h, w = crop
+    out = np.empty((h, w, 3), np.uint8)
+    regions = tiling.regions(mh * MULTIPLE, mw * MULTIPLE)
+    for n, r in enumerate(regions, 1):
+        if progress is not None and len(regions) > 1:
+            progress("generator", n, len(regions))
+        (y0, y1, x0, x1), (cy0, cy1, cx0, cx1) = blocks(r.core), blocks(r.ctx)
+        if y0 * MULTIPLE >= h or x0 * MULTIPLE >= w:
+            continue  # a core made only of padding
+        gh, gw = max(cy1 - cy0, MIN_SIDE // MULTIPLE), max(cx1 - cx0, MIN_SIDE // MULTIPLE)
+        sym = grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw).astype(np.int64)
+        lab = grow(labels[cy0:cy1, cx0:cx1], gh, gw).astype(np.int64)
+        v = kernel(sym, lab)
+        oy0, ox0 = y0 * MULTIPLE, x0 * MULTIPLE
+        oy1, ox1 = min(y1 * MULTIPLE, h), min(x1 * MULTIPLE, w)
+        ty, tx = oy0 - cy0 * MULTIPLE, ox0 - cx0 * MULTIPLE
+        out[oy0:oy1, ox0:ox1] = v[ty : ty + oy1 - oy0, tx : tx + ox1 - ox0]
+    return out
+
+
+class Decoder:
+    """Decodes files of one release with a given generator kernel."""
+
+    def __init__(
+        self,
+        parts: DecoderParts,
+        kernel: GeneratorKernel | None = None,
+        limits: Limits | None = None,
+        tiling: Tiling | None = None,
+        enhance: bool = True,
+    ):
+        self.parts = parts
+        self.enhance = enhance  # False: leave out the ENHANCE layer (benchmarks: its gain)
+        self.enhancer = parts.int_enhancer()
+        self.kernel = kernel if kernel is not None else deferred_kernel(lambda: auto_kernel(parts))
+        self.limits = limits or Limits()
+        self.tiling = tiling or DEFAULT_TILING
+        self.progress: Callable[[str, int, int], None] | None = None
+        self.timings: dict[str, float] = {}  # wall seconds per stage of the last decode
+        self.cpu_timings: dict[str, float] = {}
+
+    def check_model(self, header: Header) -> None:
+        """Refuse a file made with other weights."""
+        if header.model_hash != self.parts.hash:
+            raise ModelError(
+                f"model {header.model_name!r} weights hash mismatch: file {header.model_hash}, "
+                f"decoder has {self.parts.hash} ({self.parts.release})"
+            )
+        if header.compact_levels != self.parts.levels or header.map_scale != MULTIPLE:
+            raise CorruptData("header's compact levels or map scale do not match the model")
+
+    def check_payloads(
+        self, header: Header, layers: dict[LayerKind, bytes], used: np.ndarray | None
+    ) -> None:
+        """Refuse layers too short for the declared size, before any per-symbol loop or buffer.
+
+        ``used`` is the gating layer's map of blocks whose symbols are coded (None: all).
+        """
+        mh, mw = map_shape(header)
+        size = f"a {header.width}x{header.height} image"
+        blocks_coded = mh * mw if used is None else int(used.sum())
+        compact = layers.get(LayerKind.COMPACT)
+        if blocks_coded and compact is None:
+            raise CorruptData("the gating layer uses the base, but the file has no COMPACT layer")
+        if not blocks_coded and compact is not None:
+            raise CorruptData("COMPACT layer present, but no tile of the gating layer uses it")
+        if blocks_coded:
+            nsym = self.parts.channels * blocks_coded
+            check_compact_size(compact, self.parts.compact_table, nsym, size)
+        check_map_size(layers[LayerKind.SEMANTIC_MAP], mh, mw, size)
+
+    def adjustment(self, header: Header, layers: dict[LayerKind, bytes]) -> Adjust | None:
+        """The ENHANCE layer's content (parsed before any pixel work), or None."""
+        data = layers.get(LayerKind.ENHANCE)
+        if data is None:
+            return None
+        if self.enhancer is None:
+            raise CorruptData(
+                f"ENHANCE layer present, but release {self.parts.release} has no enhancement network"
+            )
+        return decode_adjust(data, self.enhancer.classes, header.height, header.width)
+
+    def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> tuple | None:
+        """(modes, tile blocks, radius, used blocks) of a gated file, else None."""
+        data = layers.get(LayerKind.GATING)
+        if data is None:
+            return None
+        mh, mw = map_shape(header)
+        modes, gh = decode_modes(data, mh, mw)
+        used = gating.used_blocks(modes, mh, mw, gh.tile_blocks, gh.all_symbols)
+        return modes, gh.tile_blocks, gh.radius, used
+
+    def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
+        """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
+
+        keep_base also returns the generator output before the residual (one decode, both layers).
+        """
+        if layer not in ("full", "base"):
+            raise ValueError(f"layer must be 'full' or 'base', got {layer!r}")
+        clock = Clock(self.timings, self.cpu_timings)
+        header, layers = container.unpack(data, self.limits)
+        self.check_model(header)
+        gate = self.gating(header, layers)
+        self.check_payloads(header, layers, None if gate is None else gate[3])
+        adjust = self.adjustment(header, layers)
+        meta = Metadata()
+        if LayerKind.METADATA in layers:
+            meta = decode_metadata(layers[LayerKind.METADATA])
+        if LayerKind.ROI in layers:  # informative (what the encoder favoured), but well formed
+            decode_roi(layers[LayerKind.ROI])
+        clock("unpack")
+        h, w = header.height, header.width
+        mh, mw = map_shape(header)
+        labels = _decode_map_payload(layers[LayerKind.SEMANTIC_MAP], mh, mw, self.parts.num_classes)
+        clock("map_coder")
+        shape = (self.parts.channels, mh, mw)
+        table = self.parts.compact_table
+        if gate is None:
+            symbols = decode_compact(layers[LayerKind.COMPACT], shape, table)
+            clock("compact_coder")
+            out = reconstruct(symbols, labels, (h, w), self.kernel, self.tiling, self.progress)
+            clock("generator")
+        else:
+            modes, tile_blocks, radius, used = gate
+            coded = decode_compact(layers.get(LayerKind.COMPACT, b""), shape, table, used)
+            symbols = gating.fill_symbols(coded, used, self.parts.levels)
+            clock("compact_coder")
+            preds: dict[int, np.ndarray | int] = {}
+            if (modes == gating.GEN).any():
+                preds[gating.GEN] = reconstruct(
+                    symbols, labels, (h, w), self.kernel, self.tiling, self.progress
+                )
+            clock("generator")
+            if (modes == gating.BASE).any():
+                preds[gating.BASE] = gating.base_pixels(symbols, self.parts.levels, (h, w))
+            if (modes == gating.NONE).any():
+                preds[gating.NONE] = gating.FLAT
+            out = gating.blend(preds, modes, (h, w), tile_blocks, radius)
+            clock("gating")
+        base = out
+        if layer == "full" and header.residual_backend:
+            backend = backend_by_code(header.residual_backend)
+            with pil_pixel_limit(self.limits):
+                res = backend.decode(layers[LayerKind.RESIDUAL], h, w)
+            res += out
+            out = np.clip(res, 0, 255).astype(np.uint8)
+            del res
+            clock("residual")
+        ran = False
+        if adjust is not None and layer == "full" and self.enhance:
+            assert self.enhancer is not None
+            out = self.enhancer.enhance(out, labels, header.quality, adjust)
+            ran = True
+            clock("enhance")
+        img = assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
+        clock("assemble")
+        sizes = {k.name.lower(): len(v) for k, v in layers.items()}
+        modes = None if gate is None else gate[0]
+        return DecodeResult(
+            img, header, labels, sizes, base if keep_base else None, meta, modes, adjust, ran, out
+        )
+
+
+def decoder_for(header: Header, limits: Limits | None = None) -> Decoder | None:
+    """A torch-free decoder for the release a file names, if its parts are installed."""
+    parts = find_parts(header.model_hash)
+    if parts is None or parts.generator is None:
+        return None
+    return Decoder(parts, limits=limits)
+
+
+class Clock:
+    """Records wall and CPU seconds since the previous call under a stage name (benchmarks)."""
+
+    def __init__(self, wall: dict[str, float], cpu: dict[str, float]):
+        wall.clear()
+        cpu.clear()
+        self.wall, self.cpu = wall, cpu
+        self.t, self.c = time.perf_counter(), time.process_time()
+
+    def __call__(self, stage: str) -> None:
+        """Close the current stage."""
+        t, c = time.perf_counter(), time.process_time()
+        self.wall[stage] = self.wall.get(stage, 0.0) + t - self.t
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + c - self.c
+        self.t, self.c = t, c
+
+
+def assemble(
+    rgb: np.ndarray, header: Header, alpha_data: bytes | None, limits: Limits
+) -> Image.Image:
+    """Give back the input's mode: L from RGB, RGBA with the lossless alpha layer."""
+    img = Image.fromarray(rgb, "RGB")
+    if header.mode == "L":
+        return img.convert("L")
+    if header.mode == "RGBA":
+        alpha = decode_alpha(alpha_data or b"", header.width, header.height, limits)
+        img.putalpha(Image.fromarray(alpha, "L"))
+    return img

@@ -1,0 +1,1 @@
+"""The encoder: segmentation, compact coding, prediction choice, residual, ROI, enhancement fit, rate control."""

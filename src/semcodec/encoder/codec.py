@@ -1,0 +1,691 @@
+"""The pipeline (A1–A6): image → map → compact → base → enhanced reconstruction → residual → file.
+
+Floating-point networks only produce what is then stored losslessly (the map, the compact
+symbols) or what both ends recompute identically from decoded integers (the enhanced
+reconstruction, on an integer grid). Entropy coders see integers only. This module only
+orchestrates: tiles come from tiling.py, the map from segment.py, each layer's coder from
+entropy/.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from PIL import Image
+
+from semcodec import runtime
+from semcodec.decoder import pipeline as decoder
+from semcodec.decoder.pipeline import DecodeResult
+from semcodec.defaults import (
+    DEFAULT_EFFORT,
+    DEFAULT_MODEL,
+    DEFAULT_QUALITY,
+    DEFAULT_RESIDUAL,
+    EFFORTS,
+)
+from semcodec.encoder import enhance, gating, roi, segment
+from semcodec.encoder.netinput import context_pixels
+from semcodec.encoder.refine import RefineConfig, refine_latents
+from semcodec.errors import ModelError, UnsupportedInput
+from semcodec.format import container
+from semcodec.format.alpha import encode_alpha
+from semcodec.format.compact import encode_compact
+from semcodec.format.container import Header, LayerKind, Limits
+from semcodec.format.enhance import encode_adjust
+from semcodec.format.gating import encode_modes
+from semcodec.format.map import encode_map
+from semcodec.format.metadata import KINDS as METADATA_KINDS
+from semcodec.format.metadata import Metadata, encode_metadata
+from semcodec.format.residual import get_backend
+from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, grow, pad_rgb, paste
+from semcodec.imageio import LoadedImage, from_pil, load_image
+from semcodec.intgrid import generator_torch as fixed
+from semcodec.models.compnet import dequantize, quantize
+from semcodec.models.generator import pixels
+from semcodec.zoo import bundles as zoo
+from semcodec.zoo.bundles import ModelBundle, load_bundle
+
+T = TypeVar("T")
+
+COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
+# core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
+BANDS_2, BANDS_4 = 1 << 11, 1 << 14
+
+
+@dataclass
+class EncodeStats:
+    """What an encode produced, for reporting (bytes per layer)."""
+
+    layer_bytes: dict[str, int]
+    total_bytes: int
+
+
+@dataclass
+class Analysis:
+    """The quality-independent part of an encode (``Codec.analyse``), reusable across qualities."""
+
+    img: LoadedImage
+    labels: np.ndarray
+    make_symbols: Callable[[], np.ndarray] = field(repr=False)  # CompNet, run on first need
+    layers: dict[LayerKind, bytes]  # semantic map (and metadata) payloads
+    timings: dict[str, float]
+    cpu_timings: dict[str, float]
+    reconstruction: np.ndarray | None = None  # the generator's output, made on first need
+    metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
+    modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
+    _symbols: np.ndarray | None = field(default=None, repr=False)
+    compact_layer: bytes | None = None  # the compact payload with every symbol, made on first need
+    roi: roi.RoiConfig | None = None  # the classes whose pixels get the residual's bits
+    _roi_plan: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    def roi_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The image the residual codes (background pre-filtered) and the rate guide, made once
+        per analysis (rate control reuses them at every quality); None without an ROI."""
+        if self.roi is None:
+            return None
+        if self._roi_plan is None:
+            h, w = self.img.rgb.shape[:2]
+            weights = roi.block_weights(self.labels, self.roi)
+            target = roi.prefilter(self.img.rgb, weights, self.roi.sigma)
+            self._roi_plan = (target, roi.rate_guide(weights, h, w))
+        return self._roi_plan
+
+    @property
+    def symbols(self) -> np.ndarray:
+        """The compact symbols (C, H/8, W/8): CompNet runs only for files that use the base."""
+        if self._symbols is None:
+            self._symbols = self.make_symbols()
+        return self._symbols
+
+
+def _check_quality(quality: int) -> None:
+    """Qualities are 0 (base layer only) to 100."""
+    if not 0 <= int(quality) <= 100:
+        raise ValueError(f"quality must be 0..100, got {quality}")
+
+
+def _bands(region: Region) -> list[Region]:
+    """Cut a region (1/8 units) into row bands for parallel CompNet runs; by size alone.
+
+    Each band keeps COMPNET_MARGIN blocks of context above and below (CompNet sees 34 pixels
+    around each symbol), so its symbols are those of the whole region up to float rounding.
+    """
+    (y0, y1, x0, x1), ctx = region.core, region.ctx
+    area = (y1 - y0) * (x1 - x0)
+    parts = 4 if area >= BANDS_4 else 2 if area >= BANDS_2 else 1
+    parts = min(parts, max(1, (y1 - y0) // (2 * COMPNET_MARGIN)))
+    cuts = [y0 + (y1 - y0) * i // parts for i in range(parts + 1)]
+    return [
+        Region(
+            (a, b, x0, x1),
+            (max(ctx[0], a - COMPNET_MARGIN), min(ctx[1], b + COMPNET_MARGIN), ctx[2], ctx[3]),
+        )
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
+
+
+def _resolve_model(model: str) -> str:
+    """Refuse model names that are neither registered nor a '.pt' weights file, e.g. '/proc/kcore'."""
+    if model in zoo.REGISTRY:
+        return model
+    path = Path(model)
+    if path.suffix == ".pt" and path.is_file():
+        return model
+    known = ", ".join(sorted(zoo.REGISTRY))
+    raise ModelError(f"unknown model {model!r} (known: {known}; or a path to a .pt bundle)")
+
+
+class Codec:
+    """Encoder and decoder bound to one model bundle (loaded once, reused for every image)."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        bf16: bool | None = None,
+        limits: Limits | None = None,
+        tiling: Tiling | None = None,
+        deterministic: bool = True,
+        refine: RefineConfig | None = None,
+        effort: int = DEFAULT_EFFORT,
+        gating_config: gating.GatingConfig | None = None,
+        enhance: bool = True,
+    ):
+        """bf16=None autocasts the encoder networks to bf16 only where that is native and
+        faster (runtime.bf16_decision). deterministic=False lets the encoder networks use
+        torch's intra-op threads instead of the fixed split of work (runtime.run_parallel):
+        files may then differ between thread counts. refine sets the encoder's latent
+        refinement (see refine.py); the default is off. effort (1..9, default 5) is the
+        encoder's time/bytes trade-off (the AVIF residual's speed); decoding never depends on it.
+        enhance=False writes no ENHANCE layer (benchmarks: the files without enhancement)."""
+        if effort not in EFFORTS:
+            raise ValueError(f"effort must be 1..9, got {effort}")
+        self.effort = int(effort)
+        # called as progress(stage, done, total) after each tile of a tiled image (CLI bar)
+        self.progress: Callable[[str, int, int], None] | None = None
+        runtime.return_large_frees()
+        self.bundle: ModelBundle = load_bundle(_resolve_model(model))
+        self.refine = refine if refine is not None else RefineConfig()
+        self.deterministic = deterministic
+        self.bf16 = runtime.bf16_decision().use if bf16 is None else bool(bf16)
+        self.limits = limits or Limits()
+        self.tiling = tiling or DEFAULT_TILING
+        self.timings: dict[str, float] = {}  # wall seconds per stage of the last encode/decode
+        self.cpu_timings: dict[str, float] = {}  # CPU seconds (all threads) per stage, likewise
+        self._decoder: decoder.Decoder | None = None
+        self.gating = gating_config or gating.GatingConfig()
+        self.enhance = bool(enhance)
+
+    def _began(self, stage: str) -> None:
+        """Tell ``progress`` a stage began (total 0: no tiles), so a single file's encode on a
+        terminal says what it is doing."""
+        if self.progress is not None:
+            self.progress(stage, 0, 0)
+
+    def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
+        """Tasks that report each finished piece to ``progress`` (tiled images only)."""
+        report = self.progress
+        if report is None or len(tasks) < 2:
+            return tasks
+        done = [0]
+        lock = threading.Lock()
+
+        def wrap(task: Callable[[], T]) -> Callable[[], T]:
+            def run() -> T:
+                out = task()
+                with lock:
+                    done[0] += 1
+                    report(stage, done[0], len(tasks))
+                return out
+
+            return run
+
+        return [wrap(t) for t in tasks]
+
+    def _run(self, tasks: list[Callable[[], T]], stage: str = "") -> list[T]:
+        """Encoder work: a fixed split on one thread per piece, or plain intra-op threads."""
+        tasks = self._ticking(stage, tasks) if stage else tasks
+        if self.deterministic:
+            return runtime.run_parallel(list(tasks))
+        return [t() for t in tasks]
+
+    # ----- encoder -------------------------------------------------------------------------
+    def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
+        """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image (segment.py)."""
+        with runtime.network_heap():
+            return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, self._run)
+
+    @torch.no_grad()
+    def compact(
+        self, rgb: np.ndarray, labels: np.ndarray, refine: RefineConfig | None = None
+    ) -> np.ndarray:
+        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map.
+
+        CompNet runs per tile and, within a tile, in row bands (``_bands``) side by side.
+        """
+        refine = refine if refine is not None else self.refine
+        ph, pw = rgb.shape[:2]
+        c = self.bundle.comp.cfg.out_channels
+        symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
+        regions = self.tiling.regions(ph, pw)
+        pieces = [band for r in regions for band in _bands(r.blocks())]
+        bundle, bf16 = self.bundle, self.bf16
+
+        def piece(r: Region) -> Callable[[], np.ndarray]:
+            def run() -> np.ndarray:
+                cy0, cy1, cx0, cx1 = r.ctx
+                x = context_pixels(rgb, r)
+                lab = grow(
+                    labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE
+                )
+                lab_t = torch.from_numpy(lab.astype(np.int64))[None]
+                with torch.no_grad(), runtime.bf16_autocast(bf16):
+                    t = bundle.comp(x, lab_t).float()
+                if refine.steps:  # the float generator is built only to refine
+                    t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
+                return quantize(t, bundle.levels)[0].numpy()
+
+            return run
+
+        results = self._run([piece(r) for r in pieces], "compnet" if len(regions) > 1 else "")
+        for r, q in zip(pieces, results, strict=True):
+            paste(symbols, r, q)
+        return symbols
+
+    @torch.no_grad()
+    def reconstruct(
+        self, symbols: np.ndarray, labels: np.ndarray, crop: tuple[int, int]
+    ) -> np.ndarray:
+        """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (tiled).
+
+        The integer-grid generator (models/fixed.py) gives the same pixels on every CPU and
+        thread count, so it uses all of torch's threads; a bundle without one (e.g. the
+        ``paper`` configuration) runs its float generator on one thread.
+        """
+        return decoder.reconstruct(symbols, labels, crop, self.kernel, self.tiling, self.progress)
+
+    @property
+    def kernel(self) -> decoder.GeneratorKernel:
+        """The generator kernel the encoder and the in-process decoder share."""
+        if self.bundle.fixed is not None:
+            return fixed.kernel_of(self.bundle.fixed)
+
+        def run(sym: np.ndarray, lab: np.ndarray) -> np.ndarray:
+            size = (sym.shape[-2] * MULTIPLE, sym.shape[-1] * MULTIPLE)
+            s, la = torch.from_numpy(sym)[None], torch.from_numpy(lab)[None]
+            return self._float_generator(s, la, size).permute(1, 2, 0).numpy()
+
+        return run
+
+    def _float_generator(
+        self, sym: torch.Tensor, lab: torch.Tensor, size: tuple[int, int]
+    ) -> torch.Tensor:
+        """uint8 (3,H,W) of a float generator, on one thread (reproducible on one machine only)."""
+        with runtime.single_thread():
+            v, _base = self.bundle.gen(dequantize(sym, self.bundle.levels), lab, size)
+        return pixels(v[0])
+
+    def encode(
+        self,
+        image: Image.Image | np.ndarray | LoadedImage | str | bytes,
+        quality: int = DEFAULT_QUALITY,
+        residual: str = DEFAULT_RESIDUAL,
+        metadata: Iterable[str] = METADATA_KINDS,
+        roi_config: roi.RoiConfig | None = None,
+    ) -> bytes:
+        """Encode an image into a complete .sem file, keeping the metadata kinds named;
+        ``roi_config`` (roi.parse_roi) gives the named classes the residual's bits."""
+        return self.encode_with_stats(image, quality, residual, metadata, roi_config)[0]
+
+    def encode_with_stats(
+        self,
+        image,
+        quality: int = DEFAULT_QUALITY,
+        residual: str = DEFAULT_RESIDUAL,
+        metadata: Iterable[str] = METADATA_KINDS,
+        roi_config: roi.RoiConfig | None = None,
+    ) -> tuple[bytes, EncodeStats]:
+        """Encode and report bytes per layer."""
+        _check_quality(quality)
+        analysis = self.analyse(image, metadata=metadata, roi_config=roi_config)
+        return self.finish(analysis, quality, residual)
+
+    def analyse(
+        self,
+        image,
+        refine: RefineConfig | None = None,
+        metadata: Iterable[str] = METADATA_KINDS,
+        roi_config: roi.RoiConfig | None = None,
+    ) -> Analysis:
+        """Run what every quality shares (map, compact layer, their payloads) once.
+
+        Rate control encodes one image at several qualities: with an Analysis the networks run
+        once and each further quality costs only the residual coder (``finish``). ``refine``
+        overrides the Codec's latent refinement for this image; ``metadata`` names the kinds
+        of the input's metadata (icc, exif, xmp) the file keeps; ``roi_config`` the regions
+        of interest every quality of this analysis favours.
+        """
+        clock = decoder.Clock(self.timings, self.cpu_timings)
+        img = self._load(image)
+        clock("load")
+        h, w = img.rgb.shape[:2]
+        problem = self.limits.check(w, h)
+        if problem:
+            raise UnsupportedInput(problem)
+        rgb = pad_rgb(img.rgb)
+        self._began("segment")
+        labels = self.semantic_map(rgb)
+        clock("segment")
+        layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.map_symbols)}
+        clock("map_coder")
+        kept = img.metadata.keep(frozenset(metadata))
+        if kept:
+            layers[LayerKind.METADATA] = encode_metadata(kept)
+        return Analysis(
+            img,
+            labels,
+            lambda: self.compact(rgb, labels, refine),
+            layers,
+            dict(self.timings),
+            dict(self.cpu_timings),
+            None,
+            kept,
+            roi=roi_config,
+        )
+
+    def _compact_layer(self, analysis: Analysis) -> bytes:
+        """The compact layer with every symbol (made once per analysis)."""
+        if analysis.compact_layer is None:
+            analysis.compact_layer = encode_compact(analysis.symbols, self.bundle.compact_table)
+        return analysis.compact_layer
+
+    def _candidates(self, analysis: Analysis, quality: int) -> list[tuple[np.ndarray, Any]]:
+        """Predictions to code the residual against, each with its gate (None: the generator
+        everywhere, the ungated layout); the chooser's pick first.
+
+        Two plans are costed with the rate proxy (gating.choose_modes). With the generator:
+        every compact symbol is sent (the generator sees the true symbols, so its
+        reconstruction is the one already made) and each tile takes the generator, the base or
+        nothing. Without it: only tiles that take the base send their symbols, the others
+        take nothing. The cheaper plan is the pick; the other extreme (no prediction anywhere,
+        or the generator everywhere) follows for the check with the real coder (``_residual``).
+        """
+        cfg = self.gating
+        recon = analysis.reconstruction
+        if not cfg.enabled or quality == 0:
+            return [(recon, None)]
+        img, symbols, levels = analysis.img, analysis.symbols, self.bundle.levels
+        h, w = img.rgb.shape[:2]
+        _, mh, mw = symbols.shape
+        th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
+        preds: dict[int, np.ndarray | int] = {gating.GEN: recon, gating.NONE: gating.FLAT}
+        if gating.BASE in cfg.modes:
+            preds[gating.BASE] = gating.base_pixels(symbols, levels, (h, w))
+        cbits = gating.compact_tile_bits(symbols, self.bundle.compact_table, cfg.tile_blocks)
+        plans = []
+        if gating.GEN in cfg.modes:
+            with_gen = {m: p for m, p in preds.items() if m in cfg.modes}
+            modes, cost = gating.choose_modes(img.rgb, with_gen, None, quality, cfg.tile_blocks)
+            plans.append((cost + float(cbits.sum()), modes, True))
+        without = {m: p for m, p in preds.items() if m in cfg.modes and m != gating.GEN}
+        if without:
+            modes, cost = gating.choose_modes(img.rgb, without, cbits, quality, cfg.tile_blocks)
+            plans.append((cost, modes, False))
+        _, modes, all_symbols = min(plans, key=lambda p: p[0])
+        if (modes == gating.GEN).all():
+            pick = (recon, None)
+        else:
+            pick = self._gated(analysis, modes, all_symbols)
+        out = [pick]
+        if pick[1] is not None and (modes != gating.NONE).any() and gating.NONE in cfg.modes:
+            out.append(self._flat(analysis))
+        elif pick[1] is not None and gating.GEN in cfg.modes:
+            out.append((recon, None))
+        elif pick[1] is None and gating.NONE in cfg.modes:
+            out.append(self._flat(analysis))
+        return out
+
+    def _gated(
+        self, analysis: Analysis, modes: np.ndarray, all_symbols: bool
+    ) -> tuple[np.ndarray, Any]:
+        """The blended prediction of given tile modes, from the symbols the decoder will have
+        (none, and no CompNet run, where no tile uses the base)."""
+        cfg, levels = self.gating, self.bundle.levels
+        h, w = analysis.img.rgb.shape[:2]
+        mh, mw = analysis.labels.shape
+        used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
+        if used.any():
+            filled = gating.fill_symbols(analysis.symbols, used, levels)
+        final: dict[int, np.ndarray | int] = {}
+        if (modes == gating.GEN).any():
+            if used.all():
+                final[gating.GEN] = analysis.reconstruction
+            else:  # not written by this encoder's plans, but a valid file: decode what it says
+                final[gating.GEN] = self.reconstruct(filled, analysis.labels, (h, w))
+        if (modes == gating.BASE).any():
+            final[gating.BASE] = gating.base_pixels(filled, levels, (h, w))
+        if (modes == gating.NONE).any():
+            final[gating.NONE] = gating.FLAT
+        pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
+        return pred, (modes, used, all_symbols)
+
+    def _side_layers(self, analysis: Analysis, gate: Any) -> dict[LayerKind, bytes]:
+        """The gating and compact layers a candidate's file carries."""
+        if gate is None:
+            return {LayerKind.COMPACT: self._compact_layer(analysis)}
+        modes, used, all_symbols = gate
+        cfg = self.gating
+        out = {LayerKind.GATING: encode_modes(modes, cfg.tile_blocks, cfg.radius, all_symbols)}
+        if all_symbols:
+            out[LayerKind.COMPACT] = self._compact_layer(analysis)
+        elif used.any():
+            out[LayerKind.COMPACT] = encode_compact(
+                analysis.symbols, self.bundle.compact_table, used
+            )
+        return out
+
+    def _searches(self, quality: int) -> bool:
+        """Whether this encode looks for a prediction (and so runs CompNet and the generator):
+        always for the base layer alone and without gating, otherwise gating.searches."""
+        cfg = self.gating
+        if quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
+            return True
+        return gating.searches(self.effort, quality)
+
+    def _prepare_base(self, analysis: Analysis, clock: decoder.Clock) -> None:
+        """CompNet and the compact layer, run and timed once per analysis."""
+        if analysis.compact_layer is not None:
+            return
+        self._began("compnet")
+        _ = analysis.symbols  # CompNet
+        clock("compnet")
+        self._compact_layer(analysis)
+        clock("compact_coder")
+        for stage in ("compnet", "compact_coder"):  # later qualities report the shared stages
+            analysis.timings[stage] = self.timings[stage]
+            analysis.cpu_timings[stage] = self.cpu_timings[stage]
+
+    def _flat(self, analysis: Analysis) -> tuple[np.ndarray, Any]:
+        """No prediction in any tile: the residual layer codes the image itself, and the file
+        has no compact layer (no CompNet needed)."""
+        th, tw = gating.tile_shape(*analysis.labels.shape, self.gating.tile_blocks)
+        return self._gated(analysis, np.full((th, tw), gating.NONE, np.int64), False)
+
+    def _residual(
+        self, analysis: Analysis, quality: int, backend: Any, plans: list[tuple[np.ndarray, Any]]
+    ) -> tuple[dict[LayerKind, bytes], Any]:
+        """The residual, gating and compact layers of the chosen plan, and its gate.
+
+        With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
+        residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
+        AVIF: 4:2:0 as well where the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
+        (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
+        """
+        rgb = analysis.img.rgb
+        plan = analysis.roi_plan()
+        target, guide = plan if plan is not None else (rgb, None)
+        extra = {} if guide is None else {"guide": guide}
+        if self.effort < gating.VERIFY_EFFORT:
+            cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
+        elif self.effort < gating.LAYOUT_EFFORT:
+            cands = [(pred, gate, None) for pred, gate in plans]
+        else:  # each candidate in every payload layout the backend offers for it
+            cands = [
+                (pred, gate, layout)
+                for pred, gate in plans
+                for layout in backend.layouts(_predicts_nothing(gate))
+            ]
+
+        def code(pred: np.ndarray, layout: str | None) -> Callable[[], bytes]:
+            def run() -> bytes:
+                res = target.astype(np.int16)
+                res -= pred
+                return backend.encode(res, quality, self.effort, layout, **extra)
+
+            return run
+
+        # libaom runs one thread per encode: the candidates side by side give the same bytes
+        payloads = runtime.run_parallel([code(pred, layout) for pred, _, layout in cands])
+        fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + 80  # header, map: the same
+        best: tuple[float, dict[LayerKind, bytes], Any] | None = None
+        for (pred, gate, _), payload in zip(cands, payloads, strict=True):
+            layers = self._side_layers(analysis, gate)
+            layers[LayerKind.RESIDUAL] = payload
+            if len(cands) == 1:
+                return layers, gate
+            h, w = rgb.shape[:2]
+            dec = backend.decode(payload, h, w) + pred
+            mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
+            bits = 8.0 * (fixed + sum(len(v) for v in layers.values()))
+            cost = gating.rd_cost(bits, mse, quality)
+            if best is None or cost < best[0]:
+                best = (cost, layers, gate)
+        assert best is not None
+        return best[1], best[2]
+
+    def finish(
+        self, analysis: Analysis, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
+    ) -> tuple[bytes, EncodeStats]:
+        """The .sem file of an analysed image at one quality (residual, alpha, container)."""
+        _check_quality(quality)
+        clock = decoder.Clock(self.timings, self.cpu_timings)
+        self.timings.update(analysis.timings)  # a file's stage times include the shared stages
+        self.cpu_timings.update(analysis.cpu_timings)
+        img = analysis.img
+        h, w = img.rgb.shape[:2]
+        layers = dict(analysis.layers)
+        backend_code = 0
+        predicts = self._searches(int(quality))
+        if predicts:
+            self._prepare_base(analysis, clock)
+        if quality == 0:
+            layers[LayerKind.COMPACT] = self._compact_layer(analysis)
+        else:
+            backend = get_backend(residual)
+            if predicts:
+                if analysis.reconstruction is None:
+                    self._began("generator")
+                    analysis.reconstruction = self.reconstruct(
+                        analysis.symbols, analysis.labels, (h, w)
+                    )
+                clock("generator")
+                plans = self._candidates(analysis, int(quality))
+            else:
+                plans = [self._flat(analysis)]
+            self._began("residual")
+            chosen, gate = self._residual(analysis, int(quality), backend, plans)
+            layers.update(chosen)
+            analysis.modes[int(quality)] = None if gate is None else gate[0]
+            if analysis.roi is not None:
+                layers[LayerKind.ROI] = roi.encode_roi(analysis.roi)
+            clock("residual")
+            backend_code = backend.code
+        if img.alpha is not None:
+            layers[LayerKind.ALPHA] = encode_alpha(img.alpha)
+            clock("alpha")
+        header = Header(
+            width=w,
+            height=h,
+            mode=img.mode,
+            model_name=self.bundle.name,
+            model_hash=self.bundle.hash,
+            quality=int(quality),
+            residual_backend=backend_code,
+            map_scale=MULTIPLE,
+            compact_levels=self.bundle.levels,
+        )
+        data = container.pack(header, layers)
+        if self.enhance and self.bundle.enh_table is not None:
+            self._began("enhance")
+            data, layers = self._enhanced(data, header, layers, img.rgb, int(quality))
+            clock("enhance")
+        stats = EncodeStats({k.name.lower(): len(v) for k, v in layers.items()}, len(data))
+        clock("pack")
+        return data, stats
+
+    def _enhanced(
+        self,
+        data: bytes,
+        header: Header,
+        layers: dict[LayerKind, bytes],
+        original: np.ndarray,
+        quality: int,
+    ) -> tuple[bytes, dict[LayerKind, bytes]]:
+        """The file with an ENHANCE layer fitted to the original, where that lowers its cost."""
+        dec = self.decoder
+        wall, cpu = dict(self.timings), dict(self.cpu_timings)
+        result = dec.decode(data)
+        for mine, kept in ((self.timings, wall), (self.cpu_timings, cpu)):
+            mine.clear()  # the decoder may share these dicts: keep the encode's stages
+            mine.update(kept)
+        assert dec.enhancer is not None and result.pixels is not None
+        choice = enhance.choose(
+            dec.enhancer, original, result.pixels, result.semantic_map, quality, self.effort
+        )
+        layer = encode_adjust(choice.adjust)
+        if not enhance.pays(choice, len(data), len(layer), quality):
+            return data, layers
+        layers = {**layers, LayerKind.ENHANCE: layer}
+        return container.pack(header, layers), layers
+
+    def _load(self, image) -> LoadedImage:
+        """Accept a PIL image, an RGB array, a LoadedImage, a path or encoded bytes."""
+        if isinstance(image, LoadedImage):
+            return image
+        if isinstance(image, np.ndarray):
+            if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+                raise UnsupportedInput("array input must be uint8 of shape (H, W, 3)")
+            return LoadedImage(rgb=image, mode="RGB")
+        if isinstance(image, Image.Image):
+            return from_pil(image, self.limits)
+        return load_image(image, self.limits)
+
+    # ----- decoder -------------------------------------------------------------------------
+    @property
+    def decoder(self) -> decoder.Decoder:
+        """The decoder of this bundle's files, on the encoder's generator kernel."""
+        if self._decoder is None:
+            parts = zoo.decoder_parts(self.bundle, with_generator=False)
+            self._decoder = decoder.Decoder(
+                parts, decoder.deferred_kernel(lambda: self.kernel), self.limits, self.tiling
+            )
+        self._decoder.progress = self.progress
+        return self._decoder
+
+    def check_model(self, header: Header) -> None:
+        """Refuse a file made with another model or other weights."""
+        if header.model_name != self.bundle.name:
+            raise ModelError(
+                f"file was encoded with model {header.model_name!r}, decoder has {self.bundle.name!r}"
+            )
+        self.decoder.check_model(header)
+
+    def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
+        """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
+
+        keep_base also returns the generator output before the residual (one decode, both layers).
+        """
+        self.check_model(container.read_header(data))
+        dec = self.decoder
+        result = dec.decode(data, layer, keep_base)
+        self.timings, self.cpu_timings = dec.timings, dec.cpu_timings
+        return result
+
+
+def _predicts_nothing(gate: Any) -> bool:
+    """Whether a candidate's residual is the image itself: every tile in mode 'none'."""
+    return gate is not None and bool((gate[0] == gating.NONE).all())
+
+
+_DEFAULT: dict[str, Codec] = {}
+
+
+def get_codec(model: str = DEFAULT_MODEL) -> Codec:
+    """A process-wide Codec per model, so models load once."""
+    if model not in _DEFAULT:
+        _DEFAULT[model] = Codec(model)
+    return _DEFAULT[model]
+
+
+def encode(
+    image,
+    quality: int = DEFAULT_QUALITY,
+    model: str = DEFAULT_MODEL,
+    residual: str = DEFAULT_RESIDUAL,
+    metadata: Iterable[str] = METADATA_KINDS,
+    roi_config: roi.RoiConfig | None = None,
+) -> bytes:
+    """Encode a PIL image (or array/path/bytes) into .sem bytes, keeping its metadata."""
+    return get_codec(model).encode(image, quality, residual, metadata, roi_config)
+
+
+def decode(data: bytes, layer: str = "full", model: str | None = None) -> Image.Image:
+    """Decode .sem bytes into a PIL image; the model is taken from the file unless given."""
+    if model is None:
+        model = container.read_header(data).model_name
+    return get_codec(model).decode(data, layer=layer).image

@@ -1,0 +1,108 @@
+"""Where and how strongly the enhancement network applies to a picture: the encoder's choice.
+
+The decoder runs the release's integer enhancement network (intenhance.py) on its decoded
+picture; the file says, per class, how much of the network's correction to add (a gain, and
+from ADAPT_EFFORT an RGB offset: parameters fitted to this image by least squares), and per
+tile whether to add it at all. The encoder has the original, so it fits these to it and keeps
+the layer only where it lowers the file's rate-distortion cost: no file is worse for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from semcodec.encoder import gating
+from semcodec.intgrid.enhancer import CORR_SHIFT, GAIN_ONE, OFFSET_UNIT, Adjust, IntEnhancer, apply
+
+ADAPT_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
+MIN_PIXELS = 256  # a class with fewer pixels keeps the trained gain and no offset
+
+
+@dataclass(frozen=True)
+class EnhanceChoice:
+    """The chosen adjustment, its picture and what it changed."""
+
+    adjust: Adjust
+    picture: np.ndarray  # uint8 (H, W, 3)
+    mse_before: float
+    mse_after: float
+
+
+def class_index(labels: np.ndarray, classes: int, shape: tuple[int, int]) -> np.ndarray:
+    """Per-pixel class row (unknown and void: the last row) of an (H, W) picture."""
+    idx = np.minimum(labels.astype(np.int64), classes)
+    return np.repeat(np.repeat(idx, 8, 0), 8, 1)[: shape[0], : shape[1]]
+
+
+def fit_class(corr: np.ndarray, target: np.ndarray, offsets: bool) -> tuple[int, np.ndarray]:
+    """Least-squares gain (eighths, 0..15) and RGB offset (quarter levels) for one class.
+
+    corr (n, 3) the network's correction, target (n, 3) original − decoded, in levels.
+    """
+    if offsets:
+        c0 = corr - corr.mean(0, dtype=np.float64)
+        t0 = target - target.mean(0, dtype=np.float64)
+        den = float((c0 * c0).sum())
+        a = float((c0 * t0).sum()) / den if den > 0 else 1.0
+    else:
+        den = float((corr * corr).sum(dtype=np.float64))
+        a = float((corr * target).sum(dtype=np.float64)) / den if den > 0 else 1.0
+    gain = int(np.clip(np.round(a * GAIN_ONE), 0, 15))
+    if not offsets:
+        return gain, np.zeros(3, np.int64)
+    off = (target - corr * (gain / GAIN_ONE)).mean(0, dtype=np.float64)
+    return gain, np.clip(np.round(off * OFFSET_UNIT), -128, 127).astype(np.int64)
+
+
+def choose(
+    enhancer: IntEnhancer,
+    original: np.ndarray,
+    decoded: np.ndarray,
+    labels: np.ndarray,
+    quality: int,
+    effort: int,
+    tile: int = 64,
+) -> EnhanceChoice:
+    """Fit gains (and offsets) to this image, then switch off the tiles it makes worse."""
+    classes = enhancer.classes
+    corr = enhancer.correction(decoded, labels, quality)
+    h, w = decoded.shape[:2]
+    idx = class_index(labels, classes, (h, w))
+    c = corr.astype(np.float32) / (1 << CORR_SHIFT)
+    t = original.astype(np.float32) - decoded
+    gains = np.full(classes + 1, GAIN_ONE, np.int64)
+    offs = np.zeros((classes + 1, 3), np.int64)
+    adapt = effort >= ADAPT_EFFORT
+    for k in np.unique(idx):
+        sel = idx == k
+        if int(sel.sum()) < MIN_PIXELS:
+            continue
+        gains[k], offs[k] = fit_class(c[sel], t[sel], adapt)
+    full = Adjust(gains, offs, None, tile)
+    enhanced = apply(decoded, corr, labels, full, classes)
+    err_before = (t**2).sum(2, dtype=np.float64)
+    err_after = ((original.astype(np.float32) - enhanced) ** 2).sum(2, dtype=np.float64)
+    th, tw = -(-h // tile), -(-w // tile)
+    pad = ((0, th * tile - h), (0, tw * tile - w))
+    gain_map = np.pad(err_before - err_after, pad).reshape(th, tile, tw, tile).sum((1, 3))
+    tiles = gain_map > 0
+    if tiles.all():
+        adjust = full
+    else:
+        adjust = Adjust(gains, offs, tiles, tile)
+        enhanced = apply(decoded, corr, labels, adjust, classes)
+    mse_before = float(err_before.mean() / 3)
+    mse_after = float(((original.astype(np.float32) - enhanced) ** 2).mean(dtype=np.float64))
+    return EnhanceChoice(adjust, enhanced, mse_before, mse_after)
+
+
+def pays(choice: EnhanceChoice, file_bytes: int, layer_bytes: int, quality: int) -> bool:
+    """Whether the file with the layer has the lower rate-distortion cost (gating.rd_cost)."""
+    if choice.adjust.tiles is not None and not choice.adjust.tiles.any():
+        return False
+    q = max(int(quality), 1)
+    without = gating.rd_cost(8.0 * file_bytes, choice.mse_before, q)
+    with_layer = gating.rd_cost(8.0 * (file_bytes + layer_bytes + 8), choice.mse_after, q)
+    return with_layer < without

@@ -1,0 +1,165 @@
+"""A1 as every caller runs it: the class scores and label map of an image at 1/8 resolution.
+
+One entry point for the encoder, `semcodec segment`, `semcodec eval seg` and the maps training
+learns from, with one decision on scale (working_size: toward the scale the network was
+trained at), tiling (tiling.py), threads (one per branch: the RGB and grey-level branches run
+side by side) and precision (runtime.bf16_decision unless told).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from semcodec import runtime
+from semcodec.encoder.netinput import context_pixels
+from semcodec.format.classes import UNKNOWN
+from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, pad_rgb, paste
+from semcodec.models.segmentation import Branch, SegNet
+
+T = TypeVar("T")
+Runner = Callable[[Sequence[Callable[[], T]], str], list[T]]
+
+SEG_HEAD_MAX = 1 << 20  # map positions (64 Mpixel) up to which the segmentation head is global
+# a larger image is segmented at most this much smaller, so small objects keep a few pixels
+MAX_DOWNSCALE = 2.0
+
+
+def _side_by_side(tasks: Sequence[Callable[[], T]], _stage: str = "") -> list[T]:
+    """The default runner: each task on its own thread (runtime.run_parallel)."""
+    return runtime.run_parallel(list(tasks))
+
+
+@torch.no_grad()
+def class_scores(
+    seg: SegNet,
+    rgb: np.ndarray,
+    bf16: bool | None = None,
+    tiling: Tiling = DEFAULT_TILING,
+    run: Runner = _side_by_side,
+) -> torch.Tensor:
+    """Fused class scores (1, C, H/8, W/8), float32, of a padded (H,W,3) uint8 image.
+
+    Tiled images: the convolutional backbones run tile by tile, but the recurrent head (ReNet
+    GRUs sweeping whole rows and columns, coordinate channels) runs once on the stitched
+    1/8-resolution features, as in an untiled run. Above SEG_HEAD_MAX map positions the whole
+    network runs per tile. ``run`` executes a list of independent pieces (the encoder's
+    fixed split of work); bf16=None follows runtime.bf16_decision.
+    """
+    bf16 = runtime.bf16_decision().use if bf16 is None else bool(bf16)
+    ph, pw = rgb.shape[:2]
+    mh, mw = ph // MULTIPLE, pw // MULTIPLE
+    regions = [r.blocks() for r in tiling.regions(ph, pw)]
+    branches = (seg.rgb, seg.gray)
+
+    def backbone(branch: Branch, r: Region, i: int) -> Callable[[], torch.Tensor]:
+        def go() -> torch.Tensor:
+            with torch.no_grad(), runtime.bf16_autocast(bf16):
+                return branch.backbone(seg.branch_inputs(context_pixels(rgb, r))[i])
+
+        return go
+
+    def head(branch: Branch, f: torch.Tensor) -> Callable[[], torch.Tensor]:
+        def go() -> torch.Tensor:
+            with torch.no_grad(), runtime.bf16_autocast(bf16):
+                return branch.head(f).float()
+
+        return go
+
+    def whole_branch(branch: Branch, i: int) -> Callable[[], torch.Tensor]:
+        def go() -> torch.Tensor:
+            with torch.no_grad(), runtime.bf16_autocast(bf16):
+                return branch(seg.branch_inputs(context_pixels(rgb, regions[0]))[i]).float()
+
+        return go
+
+    if len(regions) == 1:
+        a, b = run([whole_branch(br, i) for i, br in enumerate(branches)], "")
+        # inputs under MIN_SIDE were grown by edge replication: crop back to the map
+        return seg.fuse(a, b)[:, :, :mh, :mw]
+    if mh * mw > SEG_HEAD_MAX:  # bounded memory: the whole network per tile, in turn
+        scores = torch.empty((1, seg.cfg.num_classes, mh, mw))
+        for r in regions:
+            a, b = run([backbone(br, r, i) for i, br in enumerate(branches)], "")
+            a, b = run([head(seg.rgb, a), head(seg.gray, b)], "")
+            paste(scores, r, seg.fuse(a, b))
+        return scores
+    parts = run([backbone(br, r, i) for i, br in enumerate(branches) for r in regions], "segment")
+    feats = []
+    for i in range(len(branches)):
+        mine = parts[i * len(regions) : (i + 1) * len(regions)]
+        whole = torch.empty((1, mine[0].shape[1], mh, mw), dtype=mine[0].dtype)
+        for r, f in zip(regions, mine, strict=True):
+            paste(whole, r, f)
+        feats.append(whole)
+    del parts
+    a, b = run([head(seg.rgb, feats[0]), head(seg.gray, feats[1])], "")
+    return seg.fuse(a, b)
+
+
+def working_size(seg: SegNet, h: int, w: int) -> tuple[int, int]:
+    """The size an (h, w) image is segmented at: toward the scale the network was trained at
+    (SegConfig.work_side, the long side), never larger than the image nor MAX_DOWNSCALE smaller."""
+    side = seg.cfg.work_side
+    if side <= 0 or max(h, w) <= side:
+        return h, w
+    s = max(side / max(h, w), 1.0 / MAX_DOWNSCALE)
+    return max(1, round(h * s)), max(1, round(w * s))
+
+
+def _working_input(
+    seg: SegNet, rgb: np.ndarray
+) -> tuple[np.ndarray, Callable[[torch.Tensor], torch.Tensor]]:
+    """The padded image the network sees (at working_size), and what turns its class scores
+    into those of the image's map grid, (ceil(H/8), ceil(W/8)): a crop and a bilinear resize."""
+    h, w = rgb.shape[:2]
+    sh, sw = working_size(seg, h, w)
+    if (sh, sw) == (h, w):
+        return pad_rgb(rgb), lambda scores: scores
+    small = np.asarray(Image.fromarray(rgb).resize((sw, sh), Image.Resampling.BILINEAR))
+    grid = (-(-h // MULTIPLE), -(-w // MULTIPLE))
+
+    def to_grid(scores: torch.Tensor) -> torch.Tensor:
+        scores = scores[:, :, : -(-sh // MULTIPLE), : -(-sw // MULTIPLE)]
+        return F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
+
+    return pad_rgb(small), to_grid
+
+
+def label_map(
+    seg: SegNet,
+    rgb: np.ndarray,
+    bf16: bool | None = None,
+    tiling: Tiling = DEFAULT_TILING,
+    run: Runner = _side_by_side,
+) -> np.ndarray:
+    """uint8 labels (ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image: what the encoder stores."""
+    x, to_grid = _working_input(seg, rgb)
+    scores = to_grid(class_scores(seg, x, bf16, tiling, run))
+    return labels_of(scores[0], seg.cfg.unknown_below).astype(np.uint8)
+
+
+def labels_of(scores: torch.Tensor, unknown_below: float) -> np.ndarray:
+    """Class ids of (C, h, w) scores: the argmax, UNKNOWN where its probability is below the
+    network's threshold (a map that says it is unsure instead of guessing)."""
+    labels = scores.argmax(0).numpy()
+    if unknown_below > 0:
+        top = torch.softmax(scores.float(), 0).amax(0).numpy()
+        labels = np.where(top < unknown_below, UNKNOWN, labels)
+    return labels
+
+
+def full_resolution_labels(seg: SegNet, rgb: np.ndarray, bf16: bool | None = None) -> np.ndarray:
+    """int64 (H,W) labels: the 1/8 class scores upsampled bilinearly (`semcodec segment`, and
+    the mIoU of `eval seg`, which CamVid's full-resolution labels need)."""
+    h, w = rgb.shape[:2]
+    x, to_grid = _working_input(seg, rgb)
+    scores = to_grid(class_scores(seg, x, bf16))
+    grid = scores.shape[-2] * MULTIPLE, scores.shape[-1] * MULTIPLE
+    scores = F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
+    return labels_of(scores[0, :, :h, :w], seg.cfg.unknown_below).astype(np.int64)

@@ -1,0 +1,94 @@
+"""The prediction-mode layer: which prediction each tile's residual is coded against.
+
+Payload (docs/format.md §10): ``u8 version (1), u8 tile side in map blocks, u8 blend radius in
+pixels, u8 flags`` (bit 0: the compact layer codes every block, not only those of tiles that
+use the base), then the tiles' modes in raster order, range coded with adaptive integer counts per
+context (the left and the top tile's modes, 'outside' at the borders). Three modes:
+0 the generator's reconstruction, 1 the bilinear base alone, 2 no prediction (flat 128).
+"""
+
+from __future__ import annotations
+
+import constriction
+import numpy as np
+
+from semcodec.errors import CorruptData
+from semcodec.format.rangecoder import decode_words
+
+__all__ = ["MODES", "GEN", "BASE", "NONE", "encode_modes", "decode_modes", "GatingHeader"]
+
+GEN, BASE, NONE = 0, 1, 2
+MODES = ("generator", "base", "none")
+_VERSION = 1
+_INC, _LIMIT = 16, 1024
+_OUTSIDE = len(MODES)
+MIN_TILE_BLOCKS, MAX_TILE_BLOCKS = 4, 16  # tiles of 32 to 128 pixels
+
+
+class GatingHeader:
+    """The layer's fixed fields."""
+
+    def __init__(self, tile_blocks: int, radius: int, all_symbols: bool = False):
+        if not MIN_TILE_BLOCKS <= tile_blocks <= MAX_TILE_BLOCKS or not 0 <= radius <= 32:
+            raise ValueError(f"tile of {tile_blocks} blocks or radius {radius} out of range")
+        self.tile_blocks, self.radius, self.all_symbols = tile_blocks, radius, bool(all_symbols)
+
+
+def _run(th: int, tw: int, modes: np.ndarray | None, coder) -> np.ndarray:
+    """The context loop shared by encoder and decoder (``modes is None`` → decode)."""
+    family = constriction.stream.model.Categorical(perfect=False)
+    counts = np.ones(((_OUTSIDE + 1) ** 2, len(MODES)), np.int64)
+    out = np.zeros((th, tw), np.int64)
+    buf = np.zeros(1, np.int32)
+    for y in range(th):
+        for x in range(tw):
+            left = out[y, x - 1] if x else _OUTSIDE
+            top = out[y - 1, x] if y else _OUTSIDE
+            row = counts[left * (_OUTSIDE + 1) + top]
+            probs = (row / row.sum())[None]
+            if modes is not None:
+                buf[0] = int(modes[y, x])
+                coder.encode(buf, family, probs)
+                m = int(buf[0])
+            else:
+                m = int(coder.decode(family, probs)[0])
+            out[y, x] = m
+            row[m] += _INC
+            if row.sum() > _LIMIT:
+                row[:] = (row + 1) >> 1
+    return out
+
+
+def encode_modes(
+    modes: np.ndarray, tile_blocks: int, radius: int, all_symbols: bool = False
+) -> bytes:
+    """The layer's payload for a (tiles_h, tiles_w) array of modes."""
+    GatingHeader(tile_blocks, radius, all_symbols)
+    m = np.asarray(modes, np.int64)
+    if m.size == 0 or m.min() < 0 or m.max() >= len(MODES):
+        raise ValueError("modes out of range")
+    enc = constriction.stream.queue.RangeEncoder()
+    _run(*m.shape, m, enc)
+    words = enc.get_compressed().astype("<u4").tobytes()
+    return bytes([_VERSION, tile_blocks, radius, int(all_symbols)]) + words
+
+
+def decode_modes(data: bytes, mh: int, mw: int) -> tuple[np.ndarray, GatingHeader]:
+    """(modes (tiles_h, tiles_w), header) of a map of mh x mw blocks."""
+    if len(data) < 4:
+        raise CorruptData("gating layer: payload too short")
+    version, tile_blocks, radius, flags = data[0], data[1], data[2], data[3]
+    if (
+        version != _VERSION
+        or not MIN_TILE_BLOCKS <= tile_blocks <= MAX_TILE_BLOCKS
+        or radius > 32
+        or flags > 1
+    ):
+        raise CorruptData(f"gating layer: bad header {data[:4].hex()}")
+    th, tw = -(-mh // tile_blocks), -(-mw // tile_blocks)  # at most 2**28 / 32**2 tiles
+    dec = decode_words(data[4:], "gating layer")
+    try:
+        modes = _run(th, tw, None, dec)
+    except (ValueError, RuntimeError, AssertionError) as exc:
+        raise CorruptData(f"gating layer: {exc}") from None
+    return modes, GatingHeader(tile_blocks, radius, bool(flags & 1))

@@ -1,0 +1,230 @@
+"""The enhancement network on an integer grid, in numpy: the same pixels on every CPU.
+
+Its float form is ``models/enhance.py``. As in the integer generator (intgen.py, docs/format.md
+§7), every convolution sums integers (scaled by a power of two per output channel) whose
+magnitudes stay below 2**24, so an fp32 matrix product gives the exact sum in any order. Pixels
+enter as v - 128; the first layer adds a per-class bias table and a quality-scaled one (both
+integers on its accumulator grid); ReLU outputs are integers in [0, act_max]; the last layer
+gives the correction in units of 2**-CORR_SHIFT pixel levels. The decoder applies it per pixel
+with the file's per-class gain and offset (``apply``), where its tile mask says so.
+
+The image is processed in bands of rows with a halo wider than the network's reach, so the
+result does not depend on the band size (or the image's size beyond its own pixels).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from semcodec.intgrid.generator import ACC_LIMIT, IntConv, round_div
+
+CENTRE = 128
+CORR_SHIFT = 6  # the last layer's output grid: 2**-6 pixel levels
+GAIN_ONE = 8  # gains are stored in eighths (0..15): 8 is the network as trained
+OFFSET_UNIT = 4  # offsets are stored in quarters of a pixel level (int8)
+ENH_META = ("s2d", "width", "layers", "classes", "act_max")
+BAND = 96  # rows (at the network's 1/s2d scale) per band
+HALO = 8  # rows of context above and below a band: more than the network's reach
+
+
+@dataclass(frozen=True)
+class Adjust:
+    """What a file carries for the enhancement: per-class gain and offset, and a tile mask."""
+
+    gains: np.ndarray  # int (classes + 1,) in 0..15, eighths; the last entry: unknown pixels
+    offsets: np.ndarray  # int (classes + 1, 3) in -128..127, quarters of a level
+    tiles: np.ndarray | None  # bool (ty, tx): where the correction applies (None: everywhere)
+    tile: int = 64  # pixels per tile side
+
+
+class IntEnhancer:
+    """The integer enhancement network of a release, from its stored table."""
+
+    def __init__(self, state: dict[str, np.ndarray]):
+        """Build from the table (enh_table): meta, convs c0..cN, class bias tables."""
+        self.meta = {k: int(v) for k, v in zip(ENH_META, state["meta"].tolist(), strict=True)}
+        n = self.meta["layers"] + 2
+        self.convs = [
+            IntConv(state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"]) for i in range(n)
+        ]
+        self.class_bias = state["class_bias"].astype(np.int64)  # (classes + 1, width)
+        self.quality_bias = state["quality_bias"].astype(np.int64)  # (classes + 1, width)
+        self.state = state
+
+    @property
+    def classes(self) -> int:
+        return self.meta["classes"]
+
+    def check(self) -> None:
+        """Refuse a table whose accumulators could leave fp32's exact integers."""
+        check_enh_table(self.state)
+
+    def _bias_rows(self, quality: int) -> np.ndarray:
+        """float32 (classes + 1, width): the first layer's class bias at this quality, scaled."""
+        rows = self.class_bias + round_div(int(quality) * self.quality_bias, 100)
+        scale = np.power(2.0, -self.convs[0].shift.astype(np.float64))
+        return (rows * scale).astype(np.float32)
+
+    def bands(
+        self, rgb: np.ndarray, labels: np.ndarray, quality: int
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, int32 (rows, W, 3)): the correction of a uint8 (H, W, 3) picture in
+        2**-CORR_SHIFT levels, band by band (memory bounded by the band, not the picture).
+
+        labels (ceil(H/8), ceil(W/8)) is the file's map; values above the classes (unknown)
+        take the last row of the bias tables. The picture is extended to the map's grid by
+        repeating its last row and column.
+        """
+        h, w = rgb.shape[:2]
+        s = self.meta["s2d"]
+        gh, gw = labels.shape
+        nh = gh * 8 // s  # rows of the network's grid
+        idx = np.minimum(labels.astype(np.int64), self.classes)
+        idx = np.repeat(np.repeat(idx, 8 // s, 0), 8 // s, 1)  # the map at the network's scale
+        rows = self._bias_rows(quality)
+        cols = np.minimum(np.arange(gw * 8), w - 1)
+        for y0 in range(0, nh, BAND):
+            y1 = min(nh, y0 + BAND)
+            a, b = max(0, y0 - HALO), min(nh, y1 + HALO)
+            lines = np.minimum(np.arange(a * s, b * s), h - 1)
+            x = rgb[lines][:, cols].astype(np.int16) - CENTRE
+            x = _unshuffle(x, s).astype(np.float32)  # exact integers
+            e = self._run(x, rows[idx[a:b]])[y0 - a : y1 - a]
+            out = _shuffle(e, s)[:, :w]
+            yield y0 * s, out[: max(0, min(h - y0 * s, out.shape[0]))]
+
+    def correction(self, rgb: np.ndarray, labels: np.ndarray, quality: int) -> np.ndarray:
+        """int32 (H, W, 3): the whole picture's correction (``bands`` joined)."""
+        parts = [c for _, c in self.bands(rgb, labels, quality) if len(c)]
+        return np.concatenate(parts, 0)
+
+    def enhance(
+        self, rgb: np.ndarray, labels: np.ndarray, quality: int, adjust: Adjust
+    ) -> np.ndarray:
+        """uint8 (H, W, 3): the picture with its correction applied as a file says, by bands."""
+        out = np.empty_like(rgb)
+        for y0, corr in self.bands(rgb, labels, quality):
+            y1 = y0 + len(corr)
+            out[y0:y1] = apply(rgb[y0:y1], corr, labels, adjust, self.classes, y0)
+        return out
+
+    def _run(self, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """The network on one band: int64 (h, w, 3 s s) in the last layer's grid."""
+        amax = self.meta["act_max"]
+        v = self.convs[0](x)
+        v += bias
+        v = np.clip(np.round(v), 0, amax)
+        for conv in self.convs[1:-1]:
+            v = np.clip(np.round(conv(v)), 0, amax)
+        return np.round(self.convs[-1](v)).astype(np.int32)
+
+
+def apply(
+    rgb: np.ndarray,
+    corr: np.ndarray,
+    labels: np.ndarray,
+    adjust: Adjust,
+    classes: int,
+    y0: int = 0,
+) -> np.ndarray:
+    """uint8 (h, W, 3): picture rows y0.. plus their correction, per class gain and offset,
+    in integers."""
+    h, w = rgb.shape[:2]
+    idx = np.minimum(labels.astype(np.int64), classes)
+    idx = np.repeat(np.repeat(idx, 8, 0), 8, 1)[y0 : y0 + h, :w]
+    gain = adjust.gains.astype(np.int64)[idx][..., None]
+    off = adjust.offsets.astype(np.int64)[idx]
+    unit = 1 << CORR_SHIFT
+    total = corr * gain + off * (unit * GAIN_ONE // OFFSET_UNIT)  # 2**-CORR_SHIFT / 8 levels
+    delta = round_div(total, unit * GAIN_ONE)
+    if adjust.tiles is not None:
+        t = adjust.tile
+        on = np.repeat(np.repeat(adjust.tiles, t, 0), t, 1)[y0 : y0 + h, :w]
+        delta = np.where(on[..., None], delta, 0)
+    return np.clip(rgb.astype(np.int64) + delta, 0, 255).astype(np.uint8)
+
+
+def neutral(classes: int) -> Adjust:
+    """The network as trained, everywhere: gain 1, no offset, no mask."""
+    return Adjust(
+        np.full(classes + 1, GAIN_ONE, np.int64), np.zeros((classes + 1, 3), np.int64), None
+    )
+
+
+def _unshuffle(x: np.ndarray, s: int) -> np.ndarray:
+    """(H, W, C) → (H/s, W/s, C s s) in torch's pixel_unshuffle channel order (c, dy, dx)."""
+    h, w, c = x.shape
+    return x.reshape(h // s, s, w // s, s, c).transpose(0, 2, 4, 1, 3).reshape(h // s, w // s, -1)
+
+
+def _shuffle(x: np.ndarray, s: int) -> np.ndarray:
+    """Inverse of _unshuffle: (h, w, C s s) → (h s, w s, C)."""
+    h, w, cs = x.shape
+    c = cs // (s * s)
+    return x.reshape(h, w, c, s, s).transpose(0, 3, 1, 4, 2).reshape(h * s, w * s, c)
+
+
+def check_enh_table(state: dict[str, np.ndarray]) -> None:
+    """ValueError unless every accumulator of the table stays within fp32's exact integers."""
+    meta = {k: int(v) for k, v in zip(ENH_META, state["meta"].tolist(), strict=True)}
+    n = meta["layers"] + 2
+    amax = meta["act_max"]
+    for i in range(n):
+        w = state[f"c{i}.w"].astype(np.int64)
+        b = state[f"c{i}.b"].astype(np.int64)
+        in_max = CENTRE if i == 0 else amax
+        l1 = np.abs(w).sum(axis=(1, 2, 3)) * in_max + np.abs(b)
+        if i == 0:
+            for key in ("class_bias", "quality_bias"):
+                l1 = l1 + np.abs(state[key].astype(np.int64)).max(axis=0)
+        if int(l1.max()) > ACC_LIMIT:
+            raise ValueError(f"enhancement layer {i} can leave fp32's exact range")
+    if meta["s2d"] not in (1, 2, 4, 8) or state["c0.w"].shape[1] != 3 * meta["s2d"] ** 2:
+        raise ValueError("enhancement table: bad space-to-depth layout")
+
+
+# ----- conversion from the float network (at export, or for random test bundles) --------------
+def _exponent(l1: float) -> int:
+    """Smallest power-of-two unit with l1 / unit <= ACC_LIMIT."""
+    return math.floor(math.log2(max(l1, 1e-30) / ACC_LIMIT))
+
+
+def int_layer(
+    w: np.ndarray,
+    b: np.ndarray,
+    in_scale: float,
+    in_max: int,
+    e_out: int,
+    extras: tuple[np.ndarray, ...] = (),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Integer weights, bias, shift (and extra bias tables) on the finest grid within 2**24.
+
+    w (out, in, k, k) real; inputs are integers |q| <= in_max worth in_scale each; e_out the
+    output grid (real = int * 2**e_out); extras: (rows, out) real bias tables, one row of each
+    added per pixel, so each adds its largest |value| per channel to the budget.
+    """
+    out_ch = w.shape[0]
+    ws = w.astype(np.float64) * in_scale
+    wi = np.zeros(w.shape, np.int64)
+    bi = np.zeros(out_ch, np.int64)
+    sh = np.zeros(out_ch, np.int64)
+    xi = [np.zeros(x.shape, np.int64) for x in extras]
+    for c in range(out_ch):
+        add = sum(float(np.abs(x[:, c]).max()) for x in extras)
+        e = _exponent(float(np.abs(ws[c]).sum() * in_max + abs(b[c]) + add))
+        while True:
+            cw = np.round(ws[c] / 2.0**e).astype(np.int64)
+            cb = int(round(float(b[c]) / 2.0**e))
+            cx = [np.round(x[:, c] / 2.0**e).astype(np.int64) for x in extras]
+            total = int(np.abs(cw).sum()) * in_max + abs(cb) + sum(int(np.abs(v).max()) for v in cx)
+            if total <= ACC_LIMIT:
+                break
+            e += 1
+        wi[c], bi[c], sh[c] = cw, cb, e_out - e
+        for dst, v in zip(xi, cx, strict=True):
+            dst[:, c] = v
+    return wi.astype(np.int32), bi.astype(np.int32), sh.astype(np.int32), xi

@@ -1,0 +1,235 @@
+"""The integer-grid generator (A4, docs/format.md §7) in numpy: the decoder without torch.
+
+Every convolution of the integer generator sums exactly representable integers (scaled by powers
+of two) below 2**24, so any summation order gives the same fp32 result: an im2col matrix
+product in numpy's BLAS gives the pixels of torch's convolution kernels bit for bit
+(tests/test_intgen.py, and the conformance files). Decoding then needs neither torch nor its
+1-2 s import.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from semcodec.format.classes import UNKNOWN_AS
+
+FACTOR = 8  # compact layer → pixels
+ENH_SHIFT = 16  # the last conv's grid, 2**-16 of the [-1, 1] range
+RGB = 3  # the first three compact channels are the base image's colours
+META = ("levels", "classes", "s2d", "blocks", "act_max", "input_max")
+
+
+def base_step(levels: int) -> int:
+    """Power of two dividing the integer base before conv 0 (about 240 steps over [-1, 1])."""
+    return 1 << max(0, math.ceil(math.log2(levels - 1)))
+
+
+def _axis_taps(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Source indices and sixteenth weights of the 8x bilinear (half-pixel centres) on n."""
+    i = np.arange(FACTOR * n, dtype=np.int64)
+    src16 = np.maximum(2 * i - (FACTOR - 1), 0)
+    i0 = src16 // 16
+    frac = src16 % 16
+    i1 = np.minimum(i0 + 1, n - 1)
+    return i0, i1, frac
+
+
+def integer_base(symbols: np.ndarray, levels: int) -> np.ndarray:
+    """int64 (C,8h,8w): 2 * bilinear8(symbols) * 256 - 256 (levels - 1), exactly."""
+    s = symbols.astype(np.int64)
+    h, w = s.shape[-2:]
+    y0, y1, fy = _axis_taps(h)
+    x0, x1, fx = _axis_taps(w)
+    rows = s[:, y0, :] * (16 - fy)[:, None] + s[:, y1, :] * fy[:, None]
+    b = rows[:, :, x0] * (16 - fx) + rows[:, :, x1] * fx
+    return 2 * b - 256 * (levels - 1)
+
+
+def round_div(num: np.ndarray, den: int) -> np.ndarray:
+    """num / den rounded half to even, exactly, for int64 num and a positive int den."""
+    q = np.floor_divide(num, den)
+    r2 = 2 * (num - q * den)
+    up = (r2 > den) | ((r2 == den) & (q % 2 == 1))
+    return q + up.astype(np.int64)
+
+
+@dataclass
+class IntConv:
+    """out = sum w*q + b on the accumulator grid scaled by 2**-shift (fp32, exact)."""
+
+    weight: np.ndarray  # int32 (out, in, k, k)
+    bias: np.ndarray  # int32 (out,)
+    shift: np.ndarray  # int32 (out,)
+
+    def __post_init__(self) -> None:
+        """The scaled integers as one (k*in, out) matrix per kernel row, for the products below."""
+        scale = np.power(2.0, -self.shift.astype(np.float64))
+        w = self.weight.astype(np.float64) * scale[:, None, None, None]
+        o, i, k, _ = w.shape
+        self.k = k
+        # per kernel row dy: rows ordered (dx, in), matching a window of k neighbouring pixels
+        self._w = [
+            np.ascontiguousarray(w[:, :, dy].transpose(2, 1, 0).reshape(k * i, o), np.float32)
+            for dy in range(k)
+        ]
+        self._b = (self.bias.astype(np.float64) * scale).astype(np.float32)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """x float32 (H,W,C), zero padded by k//2; returns the exact scaled accumulator (H,W,O).
+
+        The padded image is one flat buffer; the k pixels of a kernel row are then k*C
+        consecutive floats, so each kernel row is one matrix product over a strided view.
+        """
+        h, w, c = x.shape
+        k, p = self.k, self.k // 2
+        wp = w + 2 * p
+        flat = np.zeros(((h + 2 * p) * wp + k) * c, np.float32)
+        flat[: (h + 2 * p) * wp * c].reshape(h + 2 * p, wp, c)[p : p + h, p : p + w] = x
+        rows = h * wp
+        out = None
+        for dy in range(k):
+            view = as_strided(flat[dy * wp * c :], shape=(rows, k * c), strides=(4 * c, 4))
+            part = view @ self._w[dy]
+            if out is None:
+                out = part
+            else:
+                out += part
+        out += self._b
+        return out.reshape(h, wp, -1)[:, :w]
+
+
+class IntGenerator:
+    """The integer generator of docs/format.md §7 from its stored table (numpy arrays)."""
+
+    def __init__(self, state: dict[str, np.ndarray]):
+        self.meta = {
+            k: int(v) for k, v in zip(META, np.asarray(state["meta"]).tolist(), strict=True)
+        }
+        n = self.meta["blocks"]
+        convs = [
+            (
+                np.asarray(state[f"c{i}.w"]),
+                np.asarray(state[f"c{i}.b"]),
+                np.asarray(state[f"c{i}.s"]),
+            )
+            for i in range(2 * n + 2)
+        ]
+        s2 = self.meta["s2d"] ** 2
+        self.channels = convs[0][0].shape[1] // s2 - self.meta["classes"]
+        self.convs = [
+            IntConv(w.astype(np.int32), b.astype(np.int32), s.astype(np.int32)) for w, b, s in convs
+        ]
+        self._conv0 = self._grouped_first(*convs[0])
+        self.qshift = np.asarray(state["qshift"]).astype(np.int64)
+
+    @property
+    def levels(self) -> int:
+        return self.meta["levels"]
+
+    def _grouped_first(self, w: np.ndarray, b: np.ndarray, s: np.ndarray) -> IntConv:
+        """Conv 0 with the s*s identical one-hot copies' weights summed: the same integer sums."""
+        m = self.meta
+        s2 = m["s2d"] ** 2
+        w = w.astype(np.int64)
+        nb = self.channels * s2
+        oh = w[:, nb:].reshape(w.shape[0], m["classes"], s2, *w.shape[2:]).sum(2)
+        return IntConv(np.concatenate([w[:, :nb], oh], 1).astype(np.int32), b, s)
+
+    def forward(self, symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """uint8 (8h,8w,3) from int symbols (C,h,w) and labels (h,w) in 0..classes-1."""
+        m = self.meta
+        levels, s, classes = m["levels"], m["s2d"], m["classes"]
+        u = integer_base(symbols, levels)  # (C, H, W) int64
+        c, hh, ww = u.shape
+        h, w = hh // s, ww // s
+        qb = np.round(u / base_step(levels)).astype(np.float32)  # exact: a power of two
+        # pixel_unshuffle to HWC: channel index c*s*s + dy*s + dx
+        qb = qb.reshape(c, h, s, w, s).transpose(1, 3, 0, 2, 4).reshape(h, w, c * s * s)
+        lab = np.maximum(labels.astype(np.int64), 0)
+        lab = np.where(lab >= classes, UNKNOWN_AS, lab)  # the map's UNKNOWN: classes.py
+        rep = FACTOR // s
+        lab = np.repeat(np.repeat(lab, rep, axis=0), rep, axis=1)[:h, :w]
+        oh = (lab[:, :, None] == np.arange(classes)[None, None, :]).astype(np.float32)
+        x = np.concatenate([qb, oh], 2)
+        del qb, oh
+        x = np.maximum(np.round(self._conv0(x)), 0)
+        for i in range(m["blocks"]):
+            q = self._quantise(x, i)
+            hid = np.clip(np.round(self.convs[1 + 2 * i](q)), 0, m["act_max"])
+            del q
+            x += np.round(self.convs[2 + 2 * i](hid))  # IEEE fp32 addition
+            del hid
+        e = np.round(self.convs[-1](self._quantise(x, m["blocks"])))
+        del x
+        # pixel_shuffle back: channel c*s*s + dy*s + dx → (c, y*s+dy, x*s+dx)
+        enh = e.reshape(h, w, RGB, s, s).transpose(2, 0, 3, 1, 4).reshape(RGB, hh, ww)
+        return to_pixels(u[:RGB], enh.astype(np.int64), levels).transpose(1, 2, 0)
+
+    def _quantise(self, x: np.ndarray, i: int) -> np.ndarray:
+        """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
+        q = x * np.float32(2.0 ** -int(self.qshift[i]))
+        return np.clip(np.round(q), -self.meta["input_max"], self.meta["input_max"])
+
+
+def to_pixels(u: np.ndarray, enh: np.ndarray, levels: int) -> np.ndarray:
+    """round(127.5 * (u / (256 (L-1)) + 1 + enh * 2**-16)) clamped to 0..255, in integers."""
+    k = 256 * (levels - 1)
+    num = 255 * ((u + k) * (1 << ENH_SHIFT) + k * enh)
+    return np.clip(round_div(num, 2 * k * (1 << ENH_SHIFT)), 0, 255).astype(np.uint8)
+
+
+ACC_LIMIT = (1 << 24) - 1  # largest |partial sum| an fp32 accumulator holds exactly
+
+
+def check_table(state: dict[str, np.ndarray]) -> None:
+    """Refuse a table whose accumulators could leave fp32's exact integers (ValueError)."""
+    m = {k: int(v) for k, v in zip(META, np.asarray(state["meta"]).tolist(), strict=True)}
+    s2 = m["s2d"] ** 2
+    weights = [np.asarray(state[f"c{i}.w"]).astype(np.int64) for i in range(2 * m["blocks"] + 2)]
+    biases = [np.asarray(state[f"c{i}.b"]).astype(np.int64) for i in range(2 * m["blocks"] + 2)]
+    channels = weights[0].shape[1] // s2 - m["classes"]
+    q_b = 256 * (m["levels"] - 1) // base_step(m["levels"])
+    width = weights[0].shape[0]
+    bounds_in = [np.array([q_b] * (channels * s2) + [1] * (m["classes"] * s2))]
+    for _ in range(m["blocks"]):
+        bounds_in += [np.full(width, m["input_max"]), np.full(width, m["act_max"])]
+    bounds_in.append(np.full(width, m["input_max"]))
+    worst = 0
+    for w, b, bound in zip(weights, biases, bounds_in, strict=True):
+        l1 = np.abs(w).sum(axis=(2, 3))  # (out, in)
+        worst = max(worst, int((l1 @ bound.astype(np.int64) + np.abs(b)).max()))
+    if worst > ACC_LIMIT:
+        raise ValueError(f"integer generator table exceeds 2**24 (bound {worst})")
+
+
+def unpack_table(packed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The stored table (weights as one zstandard block) as arrays; ValueError if malformed."""
+    import zstandard
+
+    shapes = [tuple(int(v) for v in s) for s in np.asarray(packed["weights_shape"]).tolist()]
+    bits = int(np.asarray(packed["weights_bits"]))
+    if bits not in (16, 32) or any(len(s) != 4 or min(s) < 1 for s in shapes):
+        raise ValueError("bad weight block header")
+    size = sum(math.prod(s) for s in shapes) * bits // 8
+    if size > 1 << 28:
+        raise ValueError("weight block too large")
+    try:
+        blob = zstandard.ZstdDecompressor().decompress(
+            np.asarray(packed["weights_zst"]).tobytes(), max_output_size=size
+        )
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"weight block: {exc}") from None
+    if len(blob) != size:
+        raise ValueError("weight block has the wrong size")
+    flat = np.frombuffer(blob, np.int16 if bits == 16 else np.int32).astype(np.int32)
+    state = {k: np.asarray(v) for k, v in packed.items() if not k.startswith("weights_")}
+    at = 0
+    for i, s in enumerate(shapes):
+        n = math.prod(s)
+        state[f"c{i}.w"] = flat[at : at + n].reshape(s).copy()
+        at += n
+    return state

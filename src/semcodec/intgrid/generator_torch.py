@@ -1,0 +1,379 @@
+"""A4 on an integer grid: the decoder's generator, bit-exact on every CPU and thread count.
+
+A float generator's output depends on the order in which its convolutions add products, and
+that order changes with the instruction set (AVX2, AVX-512, AMX kernels) and the thread count.
+This module runs the trained s2d generator on fixed integer grids instead:
+
+- the base is the 8x bilinear upsampling of the decoded symbols, computed in integers (its
+  weights are sixteenths), so the skip path of the reconstruction is exact;
+- every convolution sees integer inputs bounded by clamping (``|q| <= Q`` for the residual
+  stream, ``0 <= h <= H`` after a ReLU, the base quantised to about 240 steps, the one-hot map)
+  and integer weights whose per-channel L1 norm keeps ``sum |w| * max|input| + |bias| < 2**24``.
+  Every partial sum of an fp32 convolution is then an exactly representable integer, so its
+  result is exact whatever the summation order, blocking, FMA use or threading of the kernel
+  (true of direct and GEMM kernels; never of Winograd or FFT ones, which torch's CPU
+  convolutions do not use);
+- between layers values move from grid to grid by powers of two and round half to even;
+  the residual stream adds in IEEE fp32; the output pixel is an integer rounding division.
+
+docs/format.md specifies the arithmetic for other decoders; ``FixedGenerator.state`` is the
+integer table a bundle stores (weights, biases, shifts), never recomputed from float weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from semcodec.intgrid import generator as intgen
+from semcodec.models.compnet import dequantize
+from semcodec.models.generator import RGB, Generator
+
+ACC_LIMIT = intgen.ACC_LIMIT  # largest |partial sum| an fp32 accumulator holds exactly
+FACTOR = intgen.FACTOR  # compact layer → pixels
+ENH_SHIFT = intgen.ENH_SHIFT  # the last conv's grid: 2**-16 of the [-1, 1] range
+base_step = intgen.base_step
+
+
+@dataclass(frozen=True)
+class FixedSpec:
+    """Bounds of the integer grids (what the L1 budget of every layer's weights is sized for)."""
+
+    act_max: int = 511  # H: ReLU outputs are integers in [0, H]
+    input_max: int = 511  # Q: the residual stream enters each conv as integers in [-Q, Q]
+    stream_bits: int = 21  # calibrated |stream| maps to about 2**stream_bits stream units
+    quantile: float = 1.0  # calibration statistic of each activation (1.0: the maximum)
+
+
+def supports(gen: Generator) -> bool:
+    """Whether a generator has the layout this module runs (s2d body, no normalisation)."""
+    c = gen.cfg
+    return (
+        c.kind == "s2d"
+        and c.norm == "none"
+        and c.factor == FACTOR
+        and FACTOR % c.space_to_depth == 0
+    )
+
+
+def _axis_taps(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Source indices and sixteenth weights of torch's 8x bilinear (align_corners=False) on n."""
+    i = torch.arange(FACTOR * n, dtype=torch.int64)
+    src16 = (2 * i - (FACTOR - 1)).clamp(min=0)  # (i + 0.5) / 8 - 0.5 in sixteenths, >= 0
+    i0 = src16 // 16
+    frac = src16 % 16
+    i1 = (i0 + 1).clamp(max=n - 1)
+    return i0, i1, frac
+
+
+def integer_base(symbols: torch.Tensor, levels: int) -> torch.Tensor:
+    """u = 2 * bilinear8(symbols) * 256 - 256 (levels - 1): the base in units of 1/(256 (levels - 1)).
+
+    symbols (B,C,h,w) int64 in [0, levels-1]; returns int64 (B,C,8h,8w) in ±256 (levels - 1).
+    Equal to torch's bilinear upsampling of the dequantised symbols times 256 (levels - 1),
+    without its rounding.
+    """
+    s = symbols.to(torch.int64)
+    h, w = s.shape[-2:]
+    y0, y1, fy = _axis_taps(h)
+    x0, x1, fx = _axis_taps(w)
+    rows = s[..., y0, :] * (16 - fy)[:, None] + s[..., y1, :] * fy[:, None]
+    b = rows[..., x0] * (16 - fx) + rows[..., x1] * fx  # sum of weights 256
+    return 2 * b - 256 * (levels - 1)
+
+
+def _round_div(num: torch.Tensor, den: int) -> torch.Tensor:
+    """num / den rounded half to even, exactly, for int64 num and a positive int den."""
+    q = torch.div(num, den, rounding_mode="floor")
+    r2 = 2 * (num - q * den)
+    up = (r2 > den) | ((r2 == den) & (q % 2 == 1))
+    return q + up.to(torch.int64)
+
+
+@dataclass
+class IntConv:
+    """One integer convolution: out = round((sum w*q + b) * 2**-shift[c]) (before clamping)."""
+
+    weight: torch.Tensor  # int32 (out, in, k, k)
+    bias: torch.Tensor  # int32 (out,)
+    shift: torch.Tensor  # int32 (out,): the output grid relative to the accumulator's
+
+    def __post_init__(self) -> None:
+        """Scale the integers by their power of two once: fp32 results stay exact dyadics."""
+        scale = torch.pow(2.0, -self.shift.double())
+        self._w = (self.weight.double() * scale[:, None, None, None]).float()
+        self._b = (self.bias.double() * scale).float()
+        self._pad = self.weight.shape[-1] // 2
+
+    def __call__(self, q: torch.Tensor) -> torch.Tensor:
+        """The exact scaled accumulator (fp32), not yet rounded."""
+        return F.conv2d(q, self._w, self._b, padding=self._pad)
+
+
+@contextlib.contextmanager
+def ieee_fp32() -> Iterator[None]:
+    """Keep fp32 convolutions in fp32 (no implicit bf16/tf32 down-conversion of the inputs)."""
+    mk = torch.backends.mkldnn
+    prev = getattr(mk, "fp32_precision", None)
+    try:
+        if prev is not None and prev not in ("none", "ieee"):
+            mk.fp32_precision = "ieee"
+        yield
+    finally:
+        if prev is not None and mk.fp32_precision != prev:
+            mk.fp32_precision = prev
+
+
+class FixedGenerator:
+    """The integer-grid twin of an s2d Generator; ``forward`` gives uint8 pixels."""
+
+    def __init__(self, state: dict[str, torch.Tensor]):
+        """Build from the integer table a bundle stores (see ``state``)."""
+        self.meta = {k: int(v) for k, v in zip(_META, state["meta"].tolist(), strict=True)}
+        n = self.meta["blocks"]
+        self.convs = [
+            IntConv(state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"]) for i in range(2 * n + 2)
+        ]
+        self.qshift = state["qshift"].to(torch.int64)  # per block input and the last conv
+        self.state = state
+        self._conv0 = _grouped_first(
+            self.convs[0], self.channels, self.meta["classes"], self.meta["s2d"]
+        )
+
+    @property
+    def levels(self) -> int:
+        return self.meta["levels"]
+
+    @property
+    def channels(self) -> int:
+        """Compact channels conv 0 reads, from its shape: (in - classes * s2d^2) / s2d^2."""
+        s2 = self.meta["s2d"] ** 2
+        return self.convs[0].weight.shape[1] // s2 - self.meta["classes"]
+
+    def check(self) -> None:
+        """Refuse a table whose accumulators could leave fp32's exact integers."""
+        intgen.check_table({k: v.numpy() for k, v in self.state.items()})
+
+    @torch.no_grad()
+    def forward(self, symbols: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """uint8 (B,3,8h,8w) reconstruction from int symbols (B,C,h,w) and labels (B,h',w')."""
+        m = self.meta
+        levels, s, classes = m["levels"], m["s2d"], m["classes"]
+        with ieee_fp32():
+            u = integer_base(symbols, levels)
+            h, w = u.shape[-2] // s, u.shape[-1] // s
+            qb = torch.round(u.double() / base_step(levels)).float()  # exact: a power of two
+            lab = labels.long().clamp(min=0)
+            lab = torch.where(lab >= classes, intgen.UNKNOWN_AS, lab)  # UNKNOWN: classes.py
+            oh = F.one_hot(lab, classes).permute(0, 3, 1, 2)
+            # the map is constant on 8x8 blocks: its s*s unshuffled copies are one channel at 1/s
+            oh = F.interpolate(oh.float(), size=(h, w), mode="nearest")
+            x = torch.cat([F.pixel_unshuffle(qb, s), oh], 1)
+            x = x.contiguous(memory_format=torch.channels_last)  # faster convs, same sums
+            del qb, oh
+            x = self._conv0(x).round_().clamp_(min=0)  # the residual stream, integer units
+            for i in range(m["blocks"]):
+                q = self._quantise(x, i)
+                h = self.convs[1 + 2 * i](q).round_().clamp_(0, m["act_max"])
+                del q
+                x.add_(self.convs[2 + 2 * i](h).round_())  # IEEE fp32 addition
+                del h
+            e = self.convs[-1](self._quantise(x, m["blocks"])).round_()
+            del x
+            enh = F.pixel_shuffle(e, s).to(torch.int64)  # enhancement in units of 2**-ENH_SHIFT
+        return _to_pixels(u[:, :RGB], enh, levels)
+
+    def _quantise(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
+        q = x * float(2.0 ** -int(self.qshift[i]))
+        return q.round_().clamp_(-self.meta["input_max"], self.meta["input_max"])
+
+
+def _grouped_first(conv: IntConv, base: int, classes: int, s: int) -> IntConv:
+    """Conv 0 with the s*s identical one-hot copies' weights summed: the same integer sums."""
+    w = conv.weight.to(torch.int64)
+    nb = base * s * s
+    oh = w[:, nb:].reshape(w.shape[0], classes, s * s, *w.shape[2:]).sum(2)
+    return IntConv(torch.cat([w[:, :nb], oh], 1).to(torch.int32), conv.bias, conv.shift)
+
+
+def _to_pixels(u: torch.Tensor, enh: torch.Tensor, levels: int) -> torch.Tensor:
+    """round(127.5 * (u / (256 (L-1)) + 1 + enh * 2**-16)) clamped to 0..255, in integers."""
+    k = 256 * (levels - 1)
+    num = 255 * ((u + k) * (1 << ENH_SHIFT) + k * enh)
+    return _round_div(num, 2 * k * (1 << ENH_SHIFT)).clamp_(0, 255).to(torch.uint8)
+
+
+_META = intgen.META
+
+
+def pack_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The table as a bundle stores it: the weights as one zstandard-compressed block of
+    int16 (int32 where a weight needs it), 1.8 MB instead of 6.2 MB for the default."""
+    import zstandard
+
+    names = sorted((k for k in state if k.endswith(".w")), key=lambda k: int(k[1:-2]))
+    w = [state[k].to(torch.int32) for k in names]
+    wide = any(int(t.abs().max()) > 32767 for t in w)
+    dtype = torch.int32 if wide else torch.int16
+    blob = b"".join(t.to(dtype).numpy().tobytes() for t in w)
+    out = {k: v for k, v in state.items() if not k.endswith(".w")}
+    out["weights_zst"] = torch.frombuffer(
+        bytearray(zstandard.ZstdCompressor(level=19).compress(blob)), dtype=torch.uint8
+    )
+    out["weights_bits"] = torch.tensor(32 if wide else 16, dtype=torch.int64)
+    out["weights_shape"] = torch.tensor([list(t.shape) for t in w], dtype=torch.int64)
+    return out
+
+
+def unpack_state(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Inverse of pack_state (intgen.unpack_table); ValueError on a malformed block."""
+    arrays = intgen.unpack_table({k: v.numpy() for k, v in packed.items()})
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+
+
+# ----- conversion from a float generator (at export, or at load for random test bundles) -------
+def _int_weights(
+    w: np.ndarray, b: np.ndarray, in_scale: np.ndarray, in_max: np.ndarray, e_out: int
+) -> IntConv:
+    """Integer weights on the finest per-channel accumulator grid that keeps the 2**24 bound.
+
+    w (out,in,k,k) real weights; in_scale (in,) real value of one input unit; in_max (in,)
+    the inputs' bound; e_out the output grid (real = int * 2**e_out).
+    """
+    out_ch = w.shape[0]
+    wi = np.zeros(w.shape, np.int64)
+    bi = np.zeros(out_ch, np.int64)
+    shift = np.zeros(out_ch, np.int64)
+    ws = w.astype(np.float64) * in_scale[None, :, None, None]
+    for c in range(out_ch):
+        l1 = float((np.abs(ws[c]).sum(axis=(1, 2)) * in_max).sum() + abs(b[c]))
+        e = math.floor(math.log2(max(l1, 1e-30) / ACC_LIMIT))  # a first guess, then move up
+        while True:
+            cand = np.round(ws[c] / 2.0**e).astype(np.int64)
+            cb = int(round(float(b[c]) / 2.0**e))
+            if int((np.abs(cand).sum(axis=(1, 2)) * in_max).sum()) + abs(cb) <= ACC_LIMIT:
+                break
+            e += 1
+        wi[c], bi[c], shift[c] = cand, cb, e_out - e
+    return IntConv(
+        torch.from_numpy(wi.astype(np.int32)),
+        torch.from_numpy(bi.astype(np.int32)),
+        torch.from_numpy(shift.astype(np.int32)),
+    )
+
+
+def _grid(value: float, units: int) -> int:
+    """Smallest power-of-two exponent e with value <= units * 2**e."""
+    return math.ceil(math.log2(max(value, 1e-12) / units))
+
+
+def _stat(values: list[torch.Tensor], quantile: float) -> float:
+    """The calibration statistic of one activation over all calibration inputs."""
+    flat = torch.cat([v.abs().flatten() for v in values]).double()
+    if quantile >= 1.0:
+        return float(flat.max())
+    k = max(1, int(round(quantile * flat.numel())))
+    return float(flat.kthvalue(k).values)
+
+
+@torch.no_grad()
+def from_float(
+    gen: Generator,
+    levels: int,
+    calibration: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    spec: FixedSpec | None = None,
+) -> FixedGenerator:
+    """Fix a trained s2d generator's grids from calibration (symbols, labels) pairs."""
+    spec = spec or FixedSpec()
+    if not supports(gen):
+        raise ValueError("only s2d generators without normalisation run on the integer grid")
+    cfg = gen.cfg
+    body = list(gen.body)
+    conv0, blocks, last = body[1], body[3:-2], body[-2]
+    stream_in: list[list[torch.Tensor]] = [[] for _ in range(len(blocks) + 1)]
+    hidden: list[list[torch.Tensor]] = [[] for _ in blocks]
+    for symbols, labels in calibration:
+        t = dequantize(symbols, levels)
+        _, x = gen.body_input(t, labels, (t.shape[-2] * FACTOR, t.shape[-1] * FACTOR))
+        x = F.relu(conv0(body[0](x)))
+        for i, blk in enumerate(blocks):
+            stream_in[i].append(x.abs().amax(dim=(0, 2, 3)))
+            h = F.relu(blk.body[0](x))
+            hidden[i].append(h)
+            x = x + blk.body[3](h)  # body: conv, norm(identity), relu, conv, norm
+        stream_in[-1].append(x.abs().amax(dim=(0, 2, 3)))
+    s2 = cfg.space_to_depth**2
+    e_x = _grid(max(float(torch.stack(v).max()) for v in stream_in), 1 << spec.stream_bits)
+    e_q = [_grid(float(torch.stack(v).max()), spec.input_max) for v in stream_in]
+    e_h = [_grid(_stat(v, spec.quantile), spec.act_max) for v in hidden]
+    step = base_step(levels)
+    qb_max = 256 * (levels - 1) // step
+    nb = cfg.compact_channels * s2
+    in_scale0 = np.array([step / (256 * (levels - 1))] * nb + [1.0] * (cfg.num_classes * s2))
+    in_max0 = np.array([qb_max] * nb + [1] * (cfg.num_classes * s2))
+
+    def np_(p: torch.Tensor) -> np.ndarray:
+        return p.detach().double().numpy()
+
+    convs = [_int_weights(np_(conv0.weight), np_(conv0.bias), in_scale0, in_max0, e_x)]
+    width = cfg.width
+    for i, blk in enumerate(blocks):
+        c1, c2 = blk.body[0], blk.body[3]
+        q_scale, q_max = np.full(width, 2.0 ** e_q[i]), np.full(width, spec.input_max)
+        convs.append(_int_weights(np_(c1.weight), np_(c1.bias), q_scale, q_max, e_h[i]))
+        h_scale, h_max = np.full(width, 2.0 ** e_h[i]), np.full(width, spec.act_max)
+        convs.append(_int_weights(np_(c2.weight), np_(c2.bias), h_scale, h_max, e_x))
+    q_scale, q_max = np.full(width, 2.0 ** e_q[-1]), np.full(width, spec.input_max)
+    convs.append(_int_weights(np_(last.weight), np_(last.bias), q_scale, q_max, -ENH_SHIFT))
+    meta = (levels, cfg.num_classes, cfg.space_to_depth, len(blocks), spec.act_max, spec.input_max)
+    state: dict[str, torch.Tensor] = {"meta": torch.tensor(meta, dtype=torch.int64)}
+    for i, c in enumerate(convs):
+        state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"] = c.weight, c.bias, c.shift
+    state["qshift"] = torch.tensor([e - e_x for e in e_q], dtype=torch.int64)
+    fixed = FixedGenerator(state)
+    fixed.check()
+    return fixed
+
+
+def synthetic_calibration(
+    channels: int, levels: int, classes: int, seed: int = 0, n: int = 2, side: int = 16
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Seeded smooth random (symbols, labels) pairs: calibration for bundles without photos."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        coarse = torch.rand(1, channels, side // 4, side // 4, generator=g)
+        smooth = F.interpolate(coarse, size=(side, side), mode="bilinear", align_corners=False)
+        symbols = torch.round(smooth * (levels - 1)).to(torch.int64)
+        labels = torch.randint(0, classes, (1, side // 4, side // 4), generator=g)
+        labels = F.interpolate(labels[:, None].float(), size=(side, side), mode="nearest")[:, 0]
+        out.append((symbols, labels.to(torch.int64)))
+    return out
+
+
+def kernel_of(fixed_gen: FixedGenerator):
+    """The decoder's generator kernel (decoder.GeneratorKernel) running this table in torch."""
+    from semcodec import runtime
+
+    def run(symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        sym = torch.from_numpy(np.ascontiguousarray(symbols, np.int64))[None]
+        lab = torch.from_numpy(np.ascontiguousarray(labels, np.int64))[None]
+        with runtime.network_heap():
+            v = fixed_gen.forward(sym, lab)[0]
+        return v.permute(1, 2, 0).numpy()
+
+    return run
+
+
+def torch_kernel(state: dict[str, np.ndarray]):
+    """The kernel of a numpy integer table (decoder parts) in torch."""
+    return kernel_of(
+        FixedGenerator({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()})
+    )

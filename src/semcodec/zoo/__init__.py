@@ -1,0 +1,1 @@
+"""The model zoo: bundle names, configurations and hashed weights files; releases' decoder parts."""
