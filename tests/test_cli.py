@@ -623,7 +623,7 @@ def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal
 
 def test_binary_to_a_terminal_is_a_usage_error(work: Path, monkeypatch: pytest.MonkeyPatch):
     """Like cwebp and avifenc: a usage problem, exit 2, before any work."""
-    from semcodec.cli import batch as batch
+    from semcodec.batch import run as batch
 
     class Tty(io.BytesIO):
         def isatty(self) -> bool:

@@ -132,7 +132,7 @@ _FAULTS = """
 import resource, sys
 import numpy as np
 from semcodec import runtime
-from semcodec.cli import batch
+from semcodec.batch import run as batch
 if sys.argv[1] == "worker":
     batch._init_worker(())  # what every -j worker runs first
 runtime.return_large_frees()  # what every Codec runs

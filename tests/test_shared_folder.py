@@ -149,7 +149,7 @@ def test_two_decode_runs_share_one_folder(tmp_path: Path, monkeypatch):
 def _with_appearing(monkeypatch, before: dict[str, bytes], after: dict[str, bytes]) -> list:
     """Make files appear in out/ as another run would write them: ``before`` once the batch is
     planned, ``after`` each right after its input was computed. Returns the computed tasks."""
-    from semcodec.cli import batch as batch
+    from semcodec.batch import run as batch
 
     computed: list = []
     original = batch.processed

@@ -14,8 +14,7 @@ from typing import Any
 
 import click
 
-from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
-from semcodec.cli.batch import (
+from semcodec.batch.run import (
     check_io_args,
     display,
     io_options,
@@ -25,6 +24,8 @@ from semcodec.cli.batch import (
     stdin_bytes,
     tile_progress,
 )
+from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
+from semcodec.batch.workers import Outcome, guarded
 from semcodec.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -40,7 +41,6 @@ from semcodec.cli.common import (
     with_name,
 )
 from semcodec.cli.dataset import DatasetOptions, dataset_options
-from semcodec.cli.workers import Outcome, guarded
 from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
 from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
 from semcodec.errors import SemcodecError

@@ -72,7 +72,7 @@ class DatasetOptions:
         if self.report == STDIO and output == STDIO:
             raise click.UsageError("--report - and -o - cannot share stdout")
         if self.cluster is not None:
-            from semcodec.cli.cluster import parse_cluster
+            from semcodec.batch.cluster import parse_cluster
 
             parse_cluster(self.cluster)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from semcodec.cli.batch import deliver, plan_problem, stdin_bytes
+from semcodec.batch.run import deliver, plan_problem, stdin_bytes
 from semcodec.cli.codec import png_bytes
 from semcodec.cli.common import STDIO, debug_option, import_torch
 from semcodec.defaults import DEFAULT_MODEL

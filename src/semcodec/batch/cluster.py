@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from semcodec.cli.workers import (
+from semcodec.batch.workers import (
     WINDOW_PER_WORKER,
     Outcome,
     load_models,

@@ -23,7 +23,17 @@ from typing import Any
 
 import click
 
+from semcodec.batch.report import FileRecord, Report, bits_per_pixel
 from semcodec.batch.verify import Existing
+from semcodec.batch.workers import (
+    WINDOW_PER_WORKER,
+    Done,
+    Outcome,
+    load_models,
+    one_torch_thread,
+    run_here,
+    windowed,
+)
 from semcodec.cli.common import (
     EXIT_FAILURE,
     STDIO,
@@ -36,16 +46,6 @@ from semcodec.cli.common import (
     with_name,
 )
 from semcodec.cli.dataset import DatasetOptions
-from semcodec.cli.report import FileRecord, Report, bits_per_pixel
-from semcodec.cli.workers import (
-    WINDOW_PER_WORKER,
-    Done,
-    Outcome,
-    load_models,
-    one_torch_thread,
-    run_here,
-    windowed,
-)
 from semcodec.errors import SemcodecError
 from semcodec.imageio import OutputExists, atomic_write_bytes, remove_stale_temps
 from semcodec.progress import Progress
@@ -160,7 +160,7 @@ def processed(
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order: from this process, a pool of ``jobs`` workers, or a cluster."""
     if cluster is not None and tasks:
-        from semcodec.cli.cluster import cluster_outcomes
+        from semcodec.batch.cluster import cluster_outcomes
 
         _decide_before_workers()
         with cluster_outcomes(fn, tasks, cluster, models, debug_enabled()) as outcomes:
