@@ -623,13 +623,13 @@ def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal
 
 def test_binary_to_a_terminal_is_a_usage_error(work: Path, monkeypatch: pytest.MonkeyPatch):
     """Like cwebp and avifenc: a usage problem, exit 2, before any work."""
-    from semcodec.batch import run as batch
+    from semcodec.batch import stdio
 
     class Tty(io.BytesIO):
         def isatty(self) -> bool:
             return True
 
-    monkeypatch.setattr(batch, "_stdout_binary", lambda: Tty())
+    monkeypatch.setattr(stdio, "stdout_binary", lambda: Tty())
     r = run("encode", "a.png", "-o", "-", *TINY)
     assert r.exit_code == 2 and "refusing to write binary data to a terminal" in r.stderr
     r = run("decode", "-", input=b"\x89SEM")

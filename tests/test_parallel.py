@@ -135,7 +135,7 @@ def test_tiled_images_report_progress_per_tile():
 
 
 def test_cli_bar_shows_tile_progress_for_one_file(monkeypatch, capsys):
-    from semcodec.batch.run import BatchProgress
+    from semcodec.cli.batch import BatchProgress
 
     monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
     bar = BatchProgress(1, True)

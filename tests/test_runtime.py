@@ -132,9 +132,9 @@ _FAULTS = """
 import resource, sys
 import numpy as np
 from semcodec import runtime
-from semcodec.batch import run as batch
+from semcodec.batch import workers
 if sys.argv[1] == "worker":
-    batch._init_worker(())  # what every -j worker runs first
+    workers.init_pool_worker(())  # what every -j worker runs first
 runtime.return_large_frees()  # what every Codec runs
 with runtime.network_heap():  # and every network
     pass

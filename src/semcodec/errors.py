@@ -1,4 +1,12 @@
-"""Exception types shared by every layer, so the CLI can map them to exit codes."""
+"""Exception types shared by every layer, the exit codes the CLI maps them to, and the one-line
+form every message takes (the batch engine reports files in it without the command line)."""
+
+from __future__ import annotations
+
+import os
+
+PROG = "semcodec"
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class SemcodecError(Exception):
@@ -15,3 +23,40 @@ class UnsupportedInput(SemcodecError, ValueError):
 
 class ModelError(SemcodecError):
     """A model bundle is unknown, missing or does not match a file's recorded hash."""
+
+
+class UsageProblem(ValueError):
+    """A request that cannot be carried out as given, found below the command line, which
+    reports it as its own usage error (exit 2); ``option`` names the option at fault."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for any exception, without traceback or repr noise."""
+    if isinstance(exc, OSError) and not isinstance(exc, SemcodecError) and exc.strerror:
+        text = exc.strerror
+        if exc.filename is not None:
+            text = f"{os.fsdecode(exc.filename)!r}: {text}"
+    else:
+        text = str(exc).strip()
+        if not isinstance(exc, (SemcodecError, ValueError, OSError)) or not text:
+            text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text.splitlines()[0]
+
+
+def with_name(name: str, message: str) -> str:
+    """Prefix a per-file message with the file, unless the message already names it."""
+    return message if name in message else f"{name}: {message}"
+
+
+def error_line(message: str) -> str:
+    """The single error line format every failure uses."""
+    return f"{PROG}: error: {message}"
+
+
+def warning_line(message: str) -> str:
+    """The single warning line format."""
+    return f"{PROG}: warning: {message}"

@@ -20,16 +20,10 @@ from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
-import click
-
-from semcodec.batch.workers import (
-    WINDOW_PER_WORKER,
-    Outcome,
-    load_models,
-    one_torch_thread,
-    windowed,
-)
-from semcodec.errors import SemcodecError, describe_error
+from semcodec.batch.outcome import Outcome
+from semcodec.batch.window import WINDOW_PER_WORKER, windowed
+from semcodec.batch.workers import one_torch_thread, start_worker
+from semcodec.errors import SemcodecError, UsageProblem, describe_error
 
 _LOCAL = re.compile(r"local(?::(\d+))?")
 
@@ -43,17 +37,17 @@ class ClusterSpec:
 
 
 def parse_cluster(text: str) -> ClusterSpec:
-    """``local``, ``local:N`` or a scheduler address such as ``tcp://10.0.0.5:8786`` (exit 2)."""
+    """``local``, ``local:N`` or a scheduler address such as ``tcp://10.0.0.5:8786``."""
     match = _LOCAL.fullmatch(text.strip())
     if match:
         workers = int(match.group(1) or os.cpu_count() or 1)
         if workers < 1:
-            raise click.BadParameter("local:N needs N >= 1", param_hint="--cluster")
+            raise UsageProblem("local:N needs N >= 1", option="--cluster")
         return ClusterSpec(local_workers=workers)
     if ":" not in text:
-        raise click.BadParameter(
+        raise UsageProblem(
             f"expected local:N or a scheduler address (tcp://host:8786), got {text!r}",
-            param_hint="--cluster",
+            option="--cluster",
         )
     return ClusterSpec(address=text.strip())
 
@@ -63,7 +57,7 @@ def _distributed() -> Any:
     try:
         import distributed
     except ImportError:
-        raise click.UsageError(
+        raise UsageProblem(
             "--cluster needs Dask distributed: pip install 'semcodec[cluster]'"
         ) from None
     return distributed
@@ -83,8 +77,8 @@ def _plugin_class() -> type:
             self.models, self.bf16 = models, bf16
 
         def setup(self, worker: Any) -> None:
-            """Runs in each worker as it joins."""
-            load_models(self.models, self.bf16)
+            """Runs in each worker as it joins: the start a -j worker makes too."""
+            start_worker(self.models, self.bf16)
 
     return ModelLoader
 

@@ -12,7 +12,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from semcodec.cli.common import STDIO
+from semcodec.batch.outcome import Outcome
+from semcodec.batch.stdio import STDIO
+from semcodec.batch.verify import Existing
 
 SCHEMA = "semcodec-batch/1"
 STATUSES = ("ok", "skipped", "failed")
@@ -44,6 +46,43 @@ def bits_per_pixel(size: int | None, width: int | None, height: int | None) -> f
     if size is None or not width or not height:
         return None
     return round(8 * size / (width * height), 6)
+
+
+def file_record(name: str, out: str, outcome: Outcome) -> FileRecord:
+    """The record of a processed input."""
+    if not outcome.ok:
+        return FileRecord(
+            name, out, "failed", seconds=round(outcome.seconds, 6), error=outcome.error
+        )
+    w, h = outcome.info.get("width"), outcome.info.get("height")
+    size = len(outcome.data)
+    return FileRecord(
+        name,
+        out,
+        "ok",
+        bytes=size,
+        width=w,
+        height=h,
+        bpp=bits_per_pixel(size, w, h),
+        layers=dict(outcome.info.get("layers", {})),
+        seconds=round(outcome.seconds, 6),
+    )
+
+
+def skipped_record(name: str, out: str, found: Existing, seconds: float, reason: str) -> FileRecord:
+    """The record of an input whose output ``out`` was found valid (``found``)."""
+    return FileRecord(
+        name,
+        out,
+        "skipped",
+        reason=reason,
+        bytes=found.bytes,
+        width=found.width,
+        height=found.height,
+        bpp=bits_per_pixel(found.bytes, found.width, found.height),
+        layers=dict(found.layers),
+        seconds=round(seconds, 6),
+    )
 
 
 class Report:

@@ -7,8 +7,9 @@ never clobbered without ``--force``.
 Heavy modules (torch, the codec, training, benchmarks) are imported only by the commands that
 need them, so ``info``, ``--help`` and usage errors stay fast.
 
-Modules: ``common`` (exit codes, messages, shared options), ``groups`` (lazy and root groups),
-``batch`` (the encode/decode batch runner), one module per command group (``codec``,
+Modules: ``common`` (messages, shared options), ``groups`` (lazy and root groups), ``batch``
+(the batch's options and terminal; the engine is ``semcodec.batch``), ``dataset`` (the dataset
+options), one module per command group (``codec``,
 ``evaluate``, ``train``, ``bench``) and ``root`` (the ``semcodec`` group and ``main``).
 """
 

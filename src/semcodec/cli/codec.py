@@ -14,18 +14,12 @@ from typing import Any
 
 import click
 
-from semcodec.batch.run import (
-    check_io_args,
-    display,
-    io_options,
-    output_name,
-    read_input,
-    run_batch,
-    stdin_bytes,
-    tile_progress,
-)
+from semcodec.batch.outcome import Outcome, guarded
+from semcodec.batch.plan import Checks, no_check
+from semcodec.batch.run import BatchConfig, tile_progress
+from semcodec.batch.stdio import display, read_input, stdin_bytes
 from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
-from semcodec.batch.workers import Outcome, guarded
+from semcodec.cli.batch import check_io_args, io_options, run_batch
 from semcodec.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -321,7 +315,7 @@ def encode(
     if roi_config is not None and quality == 0:
         warning("--roi has no effect at -q 0 (no residual to steer); encoding without it")
     dataset.check(output)
-    outputs = dataset.outputs(inputs, output, output_dir, ".sem", output_name)
+    outputs = dataset.outputs(inputs, output, output_dir, ".sem")
 
     def make_task(inp: str, stdin_data: bytes | None) -> _EncodeTask:
         """Bundle one input with the settings for a worker."""
@@ -340,21 +334,22 @@ def encode(
             roi_config,
         )
 
-    run_batch(
-        ctx,
-        inputs,
-        outputs,
+    config = BatchConfig(
+        tuple(inputs),
+        tuple(outputs),
         make_task,
         _encode_worker,
         _encode_report,
-        force=force,
-        quiet=quiet,
-        jobs=jobs,
         models=(model,),
-        dataset=dataset,
+        rules=dataset.rules(force),
+        jobs=jobs,
+        cluster=dataset.cluster,
+        report=dataset.report,
         command="encode",
-        check=_existing_sem,
+        checks=Checks(_existing_sem, no_check),
+        debug=debug_enabled(ctx),
     )
+    run_batch(ctx, config, quiet)
 
 
 def _check_encode_names(inputs: Sequence[str], output: str | None) -> None:
@@ -577,7 +572,7 @@ def decode(
         raise click.UsageError("--segmentation needs a file name")
     fmt = _output_format(fmt, output)
     suffix = _LAYER_SUFFIX.get(layer, "") + DECODE_FORMATS[fmt][1]
-    outputs = dataset.outputs(inputs, output, output_dir, suffix, output_name)
+    outputs = dataset.outputs(inputs, output, output_dir, suffix)
 
     def make_task(inp: str, stdin_data: bytes | None) -> _DecodeTask:
         """Bundle one input with the settings for a worker."""
@@ -592,23 +587,27 @@ def decode(
             map_size,
         )
 
-    run_batch(
-        ctx,
-        inputs,
-        outputs,
+    checks = Checks(
+        functools.partial(_existing_image, DECODE_FORMATS[fmt][0]),
+        functools.partial(_existing_image, "PNG", None),
+    )
+    config = BatchConfig(
+        tuple(inputs),
+        tuple(outputs),
         make_task,
         _decode_worker,
         _decode_report,
-        force=force,
-        quiet=quiet,
-        jobs=jobs,
         models=(model,) if model else (),
+        rules=dataset.rules(force),
+        jobs=jobs,
+        cluster=dataset.cluster,
         extra_out=segmentation,
-        dataset=dataset,
+        report=dataset.report,
         command="decode",
-        check=functools.partial(_existing_image, DECODE_FORMATS[fmt][0]),
-        check_extra=functools.partial(_existing_image, "PNG", None),
+        checks=checks,
+        debug=debug_enabled(ctx),
     )
+    run_batch(ctx, config, quiet)
 
 
 @click.command()

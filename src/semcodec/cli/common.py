@@ -1,16 +1,25 @@
-"""What every command shares: exit codes, the one-line message formats, --debug and --effort."""
+"""What every command shares: printing the one-line messages, --debug, --effort and usage problems
+found below the command line (exit codes and message formats live in ``semcodec.errors``)."""
 
 from __future__ import annotations
 
-import gc
+import contextlib
 import os
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import click
 
+from semcodec.batch.stdio import STDIO as STDIO
+from semcodec.batch.workers import import_torch as import_torch
 from semcodec.defaults import DEFAULT_EFFORT, EFFORTS
-from semcodec.errors import SemcodecError
+from semcodec.errors import EXIT_FAILURE as EXIT_FAILURE
+from semcodec.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from semcodec.errors import EXIT_OK as EXIT_OK
+from semcodec.errors import EXIT_USAGE as EXIT_USAGE
+from semcodec.errors import PROG as PROG
+from semcodec.errors import UsageProblem, error_line, warning_line
+from semcodec.errors import describe_error as describe_error
+from semcodec.errors import with_name as with_name
 
 try:
     from semcodec import __version__
@@ -19,38 +28,28 @@ except ImportError:  # imported as a namespace package (stale editable install):
 
     __version__ = _dist_version("semcodec")
 
-PROG = "semcodec"
-STDIO = "-"
 _DEBUG_KEY = "semcodec.debug"
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def error(message: str) -> None:
-    """The single error line format every failure uses."""
-    click.echo(f"{PROG}: error: {message}", err=True)
+    """Print the single error line every failure uses."""
+    click.echo(error_line(message), err=True)
 
 
 def warning(message: str) -> None:
-    """The single warning line format."""
-    click.echo(f"{PROG}: warning: {message}", err=True)
+    """Print the single warning line."""
+    click.echo(warning_line(message), err=True)
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line for any exception, without traceback or repr noise."""
-    if isinstance(exc, OSError) and not isinstance(exc, SemcodecError) and exc.strerror:
-        text = exc.strerror
-        if exc.filename is not None:
-            text = f"{os.fsdecode(exc.filename)!r}: {text}"
-    else:
-        text = str(exc).strip()
-        if not isinstance(exc, (SemcodecError, ValueError, OSError)) or not text:
-            text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text.splitlines()[0]
-
-
-def with_name(name: str, message: str) -> str:
-    """Prefix a per-file message with the file, unless the message already names it."""
-    return message if name in message else f"{name}: {message}"
+@contextlib.contextmanager
+def usage_problems() -> Iterator[None]:
+    """What the library below finds wrong with a request, as click's usage error (exit 2)."""
+    try:
+        yield
+    except UsageProblem as exc:
+        if exc.option is not None:
+            raise click.BadParameter(str(exc), param_hint=exc.option) from None
+        raise click.UsageError(str(exc)) from None
 
 
 def debug_enabled(ctx: click.Context | None = None) -> bool:
@@ -97,19 +96,3 @@ def apply_options(options: list[Callable]) -> Callable:
         return fn
 
     return deco
-
-
-def import_torch() -> None:
-    """Import torch with Python's cyclic collector paused, then freeze what exists out of later
-    collections: torch's import makes about a million objects that every full collection would
-    rescan (a 64x64 encode: 0.5 s less CPU). Only the command line does this: it owns its process."""
-    if "torch" in sys.modules:
-        return
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        import torch  # noqa: F401
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()

@@ -1,5 +1,6 @@
 """The options of encode and decode for datasets: resume (--skip-existing), a JSON Lines report,
-inputs from a file list, outputs mirroring the input tree, and a cluster to run on.
+inputs from a file list, outputs mirroring the input tree, and a cluster to run on (what they
+mean is ``semcodec.batch.plan``'s and ``semcodec.batch.cluster``'s; here they are options).
 
 The command receives them as one ``DatasetOptions``, so that adding them leaves the commands'
 own parameters alone.
@@ -8,8 +9,6 @@ own parameters alone.
 from __future__ import annotations
 
 import functools
-import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,10 @@ from typing import Any
 
 import click
 
-from semcodec.cli.common import STDIO
+from semcodec.batch.cluster import parse_cluster
+from semcodec.batch.plan import InputList, Layout, WriteRules
+from semcodec.batch.stdio import STDIO
+from semcodec.cli.common import usage_problems
 
 #: the parameter names of the dataset options, popped from the command's keyword arguments
 _NAMES = ("skip_existing", "report", "from_list", "null", "keep_tree", "root", "cluster")
@@ -37,15 +39,8 @@ class DatasetOptions:
 
     def inputs(self, arguments: Sequence[str]) -> list[str]:
         """The inputs: the arguments, then the list's entries (exit 2 if there are none)."""
-        if self.null and self.from_list is None:
-            raise click.UsageError("-0 applies to --from-list")
-        listed = read_list(self.from_list, self.null) if self.from_list is not None else []
-        if self.from_list == STDIO and STDIO in arguments:
-            raise click.UsageError("stdin cannot be both the file list and an input")
-        inputs = [*arguments, *listed]
-        if not inputs:
-            raise click.UsageError("no inputs: give IN... or --from-list FILE")
-        return inputs
+        with usage_problems():
+            return InputList(self.from_list, self.null).inputs(arguments)
 
     def outputs(
         self,
@@ -53,56 +48,22 @@ class DatasetOptions:
         output: str | None,
         output_dir: Path | None,
         suffix: str,
-        name: Callable[[str, str | None, Path | None, str], str],
     ) -> list[str]:
-        """Each input's output: ``name`` (the plain rule), or its place in the mirrored tree."""
-        if self.root is not None and not self.keep_tree:
-            raise click.UsageError("--root applies to --keep-tree")
-        if not self.keep_tree:
-            return [name(i, output, output_dir, suffix) for i in inputs]
-        if output_dir is None:
-            raise click.UsageError("--keep-tree needs -d DIR")
-        if STDIO in inputs:
-            raise click.UsageError("--keep-tree cannot name the output of stdin ('-')")
-        root = tree_root(inputs, self.root)
-        return [tree_output(i, root, output_dir, suffix) for i in inputs]
+        """Each input's output: beside it or in -d DIR, or its place in the mirrored tree."""
+        with usage_problems():
+            return Layout(self.keep_tree, self.root).outputs(inputs, output, output_dir, suffix)
+
+    def rules(self, force: bool) -> WriteRules:
+        """How existing outputs are treated (--force, --skip-existing); --keep-tree makes folders."""
+        return WriteRules(force, self.skip_existing, self.keep_tree)
 
     def check(self, output: str | None) -> None:
         """Usage rules between the dataset options and -o (exit 2)."""
         if self.report == STDIO and output == STDIO:
             raise click.UsageError("--report - and -o - cannot share stdout")
         if self.cluster is not None:
-            from semcodec.batch.cluster import parse_cluster
-
-            parse_cluster(self.cluster)
-
-
-def read_list(source: str, null: bool) -> list[str]:
-    """Paths from a list file ('-': stdin), one a line or NUL-separated; empty entries skipped."""
-    if source == STDIO:
-        raw = sys.stdin.buffer.read()
-    else:
-        try:
-            raw = Path(source).read_bytes()
-        except OSError as exc:
-            raise click.UsageError(f"cannot read --from-list {source!r}: {exc.strerror}") from None
-    entries = raw.split(b"\0") if null else raw.splitlines()
-    return [os.fsdecode(e) for e in entries if e]
-
-
-def tree_root(inputs: Sequence[str], root: Path | None) -> str:
-    """The folder the mirrored tree starts from: --root, else the inputs' deepest common folder."""
-    if root is not None:
-        return os.path.abspath(root)
-    return os.path.commonpath([os.path.dirname(os.path.abspath(i)) for i in inputs])
-
-
-def tree_output(inp: str, root: str, output_dir: Path, suffix: str) -> str:
-    """DIR/<the input's path below root, with the new suffix> (exit 2 if it is not below)."""
-    rel = os.path.relpath(os.path.abspath(inp), root)
-    if rel == os.curdir or rel.split(os.sep, 1)[0] == os.pardir:
-        raise click.UsageError(f"input {inp!r} is not below the tree's root {root!r} (--root)")
-    return str(output_dir / Path(rel).with_suffix(suffix))
+            with usage_problems():
+                parse_cluster(self.cluster)
 
 
 _OPTIONS = [

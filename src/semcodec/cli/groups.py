@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from semcodec.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, debug_enabled, describe_error, error
-from semcodec.errors import SemcodecError
+from semcodec.errors import SemcodecError, UsageProblem
 
 
 class LazyGroup(click.Group):
@@ -99,6 +99,8 @@ class RootGroup(LazyGroup):
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise _one_line(exc) from exc
+        except UsageProblem as exc:  # a command that did not say it in click's words: still exit 2
+            raise _one_line(click.UsageError(str(exc))) from exc
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except BrokenPipeError:
