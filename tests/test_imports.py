@@ -49,12 +49,7 @@ DECODER_EXCEPTIONS = {
 CLI = ("semcodec.cli",)
 
 # Circles known today, allowed until they are broken; each must still exist (else remove it).
-KNOWN_CIRCLES = (
-    # bench speed: report.py formats with measure.py's stage names and targets, and measure.py
-    # calls report.py for its table. Known; to be broken next (the shared constants into a
-    # module both import).
-    frozenset({"semcodec.bench.speed.measure", "semcodec.bench.speed.report"}),
-)
+KNOWN_CIRCLES: tuple[frozenset[str], ...] = ()
 
 
 @dataclass(frozen=True)

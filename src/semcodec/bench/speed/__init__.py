@@ -1,15 +1,10 @@
-"""Speed benchmark: measuring (``measure``), start-up of whole commands (``startup``) and
-reporting (``report``)."""
+"""Speed benchmark: measuring (``measure``), start-up of whole commands (``startup``),
+reporting (``report``) and the stages and targets both share (``stages``)."""
 
 from __future__ import annotations
 
 from semcodec.bench.speed.measure import (
-    CODEC_TARGET_QUALITY,
-    CODEC_TARGETS,
-    DECODE_STAGES,
-    ENCODE_STAGES,
     SCHEMA,
-    TARGETS,
     _busy_warning,
     _stage_medians,
     default_weights_available,
@@ -20,6 +15,13 @@ from semcodec.bench.speed.measure import (
     run_speed,
 )
 from semcodec.bench.speed.report import format_speed_table
+from semcodec.bench.speed.stages import (
+    CODEC_TARGET_QUALITY,
+    CODEC_TARGETS,
+    DECODE_STAGES,
+    ENCODE_STAGES,
+    TARGETS,
+)
 from semcodec.bench.speed.throughput import ThroughputConfig, measure_throughput
 
 __all__ = [

@@ -45,6 +45,13 @@ from typing import Any
 
 from semcodec.bench import common
 from semcodec.bench.common import default_arch_model
+from semcodec.bench.speed.stages import (
+    CODEC_TARGET_QUALITY,
+    CODEC_TARGETS,
+    DECODE_STAGES,
+    ENCODE_STAGES,
+    TARGETS,
+)
 from semcodec.bench.speed.throughput import ThroughputConfig, measure_throughput
 
 __all__ = [
@@ -61,33 +68,6 @@ __all__ = [
 ]
 
 SCHEMA = "semcodec-speed/2"
-#: Targets of the speed issues, seconds on a 768×512 input at 2 threads.
-TARGETS: dict[str, float] = {"segmentation": 1.5, "generator": 0.5}
-#: Whole-codec targets on 768×512 Kodak images, 2 threads of an AVX2-only machine:
-#: encode at quality 50, decode, and peak resident memory (MB = 10^6 bytes).
-CODEC_TARGETS: dict[str, float] = {"encode_s": 2.0, "decode_s": 0.6, "peak_rss_mb": 1000.0}
-CODEC_TARGET_QUALITY = 50
-ENCODE_STAGES: tuple[str, ...] = (
-    "input",
-    "segmentation",
-    "compnet",
-    "map_coding",
-    "compact_coding",
-    "generator",
-    "residual_coding",
-    "enhancement",
-    "container",
-    "other",
-)
-DECODE_STAGES: tuple[str, ...] = (
-    "container",
-    "map_coding",
-    "compact_coding",
-    "generator",
-    "residual_coding",
-    "enhancement",
-    "other",
-)
 
 
 # ----- environment (parent side: light imports only) -------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from semcodec.bench.speed.measure import CODEC_TARGET_QUALITY, DECODE_STAGES, ENCODE_STAGES
+from semcodec.bench.speed.stages import CODEC_TARGET_QUALITY, DECODE_STAGES, ENCODE_STAGES
 from semcodec.bench.speed.startup import MAP_TARGET_S
 from semcodec.bench.speed.throughput import throughput_lines
 
