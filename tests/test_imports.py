@@ -1,12 +1,16 @@
 """Import contracts, read from the source (nothing is imported): the torch-free decoder names
-neither torch nor the encoder, the library never names the command line, and no modules import
-each other in a circle.
+neither torch nor the encoder, the library never names the command line, the batch engine runs
+without click, and no modules import each other in a circle.
 
 Imports inside functions count as much as those at the top of a module: deferring an import
 hides a circle or a heavy dependency, it does not remove it. Only imports under
 ``if TYPE_CHECKING:`` (which never run) are left out. Imports by name at run time
 (``importlib.import_module``) are not seen; the residual coders loaded that way are decoder
 modules themselves (``entropy/``), so the contract reads them anyway.
+
+Importing ``a.b.c`` first runs the packages ``a/__init__`` and ``a/b/__init__``: the reader
+counts that as an import of each package whose ``__init__`` has not run yet, that is each one
+that does not contain the importing module (its own packages ran before it).
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ DECODER_EXCEPTIONS = {
 
 # The command line: the library below it must not import it.
 CLI = ("semcodec.cli",)
+
+# The batch engine: usable without the command line's toolkit (its options stay in ``cli/``).
+BATCH = ("semcodec.batch",)
+NOT_FOR_THE_BATCH = ("click",)
 
 # Circles known today, allowed until they are broken; each must still exist (else remove it).
 KNOWN_CIRCLES: tuple[frozenset[str], ...] = ()
@@ -108,14 +116,25 @@ def _targets(
     return sub + ([base] if len(sub) < len(names) else [])
 
 
+def _packages_run(target: str, module: str, is_package: bool, known: Iterable[str]) -> list[str]:
+    """The packages whose ``__init__`` importing ``target`` runs first: its parents, less those
+    that contain the importing module (already run before it)."""
+    parts = target.split(".")
+    own = module if is_package else module.rsplit(".", 1)[0]
+    parents = (".".join(parts[:n]) for n in range(1, len(parts)))
+    return [p for p in parents if p in known and not (own == p or own.startswith(p + "."))]
+
+
 def imports_in(source: str, module: str, is_package: bool, known: Iterable[str]) -> list[Import]:
-    """The imports of one module's source that can run."""
+    """The imports of one module's source that can run, with the packages each one runs."""
     known = set(known)
-    out = []
+    out = set()
     for node, deferred in _statements(ast.parse(source)):
         for target in _targets(node, module, is_package, known):
-            out.append(Import(module, target, node.lineno, deferred))
-    return sorted(out, key=lambda i: (i.line, i.target))
+            out.add(Import(module, target, node.lineno, deferred))
+            for package in _packages_run(target, module, is_package, known):
+                out.add(Import(module, package, node.lineno, deferred))
+    return sorted(out, key=lambda i: (i.line, i.target, i.deferred))
 
 
 @cache
@@ -244,6 +263,19 @@ def test_the_library_never_imports_the_command_line() -> None:
     assert not bad, "library modules import the command line:\n" + "\n".join(bad)
 
 
+def test_the_batch_engine_never_imports_click() -> None:
+    """The engine (plan, executors, delivery, report) runs under any front end; click's options
+    and the terminal belong to ``cli/``. Everything the engine reaches counts."""
+    chains = reached(m for m in graph() if _under(m, BATCH))
+    bad = [
+        _describe(chain, imp)
+        for module, chain in chains.items()
+        for imp in graph()[module]
+        if _under(imp.target, NOT_FOR_THE_BATCH)
+    ]
+    assert not bad, "the batch engine reaches click:\n" + "\n".join(bad)
+
+
 def test_no_import_circles_but_the_known_ones() -> None:
     """Modules import each other one way only (deferred imports count), so each can be read,
     tested and moved on its own."""
@@ -274,11 +306,24 @@ def test_the_reader_counts_deferred_imports_and_skips_type_checking() -> None:
     assert got == {
         ("typing", False),
         ("p.q.b", False),
+        ("p.c", False),  # p/c/__init__ runs first
         ("p.c.d", False),
         ("numpy.linalg", True),
         ("p.q.e", True),
     }
     assert {i.target for i in imports_in("from . import b\n", "p.q", True, known)} == {"p.q.b"}
+
+
+def test_the_reader_counts_the_packages_an_import_runs() -> None:
+    """``import a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first, unless the importer is
+    inside them: a package whose ``__init__`` imports back is a circle."""
+    known = {"a", "a.b", "a.b.c", "a.x", "z", "z.y"}
+    got = {i.target for i in imports_in("import a.b.c\n", "z.y", False, known)}
+    assert got == {"a", "a.b", "a.b.c"}
+    got = {i.target for i in imports_in("from a.b import c\n", "a.x", False, known)}
+    assert got == {"a.b", "a.b.c"}  # a/__init__ ran before a.x
+    got = {i.target for i in imports_in("from .c import f\n", "a.b", True, known)}
+    assert got == {"a.b.c"}  # the package itself is running
 
 
 def test_the_decoder_side_is_what_a_decode_runs() -> None:
