@@ -429,9 +429,8 @@ class SemcodecAdapter(CodecAdapter):
     def tile_shares(self, data: bytes) -> dict[str, float] | None:
         """Share of tiles per prediction mode of a file (the generator everywhere if ungated)."""
         from semcodec.decoder.maplayer import map_shape
-        from semcodec.encoder.gating import mode_shares
         from semcodec.format import container
-        from semcodec.format.gating import decode_modes
+        from semcodec.format.gating import decode_modes, mode_shares
 
         kind = container.LayerKind.GATING
         header, layers = container.unpack_layers(data, (kind,))  # the small layer only

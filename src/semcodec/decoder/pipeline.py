@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from semcodec.decoder import prediction
 from semcodec.decoder.maplayer import map_shape
 from semcodec.decoder.parts import DecoderParts, find_parts
-from semcodec.encoder import gating
 from semcodec.encoder.roi import decode_roi
 from semcodec.errors import CorruptData, ModelError
 from semcodec.format import container
@@ -183,7 +183,7 @@ class Decoder:
             return None
         mh, mw = map_shape(header)
         modes, gh = decode_modes(data, mh, mw)
-        used = gating.used_blocks(modes, mh, mw, gh.tile_blocks, gh.all_symbols)
+        used = prediction.used_blocks(modes, mh, mw, gh.tile_blocks, gh.all_symbols)
         return modes, gh.tile_blocks, gh.radius, used
 
     def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
@@ -219,19 +219,19 @@ class Decoder:
         else:
             modes, tile_blocks, radius, used = gate
             coded = decode_compact(layers.get(LayerKind.COMPACT, b""), shape, table, used)
-            symbols = gating.fill_symbols(coded, used, self.parts.levels)
+            symbols = prediction.fill_symbols(coded, used, self.parts.levels)
             clock("compact_coder")
             preds: dict[int, np.ndarray | int] = {}
-            if (modes == gating.GEN).any():
-                preds[gating.GEN] = reconstruct(
+            if (modes == prediction.GEN).any():
+                preds[prediction.GEN] = reconstruct(
                     symbols, labels, (h, w), self.kernel, self.tiling, self.progress
                 )
             clock("generator")
-            if (modes == gating.BASE).any():
-                preds[gating.BASE] = gating.base_pixels(symbols, self.parts.levels, (h, w))
-            if (modes == gating.NONE).any():
-                preds[gating.NONE] = gating.FLAT
-            out = gating.blend(preds, modes, (h, w), tile_blocks, radius)
+            if (modes == prediction.BASE).any():
+                preds[prediction.BASE] = prediction.base_pixels(symbols, self.parts.levels, (h, w))
+            if (modes == prediction.NONE).any():
+                preds[prediction.NONE] = prediction.FLAT
+            out = prediction.blend(preds, modes, (h, w), tile_blocks, radius)
             clock("gating")
         base = out
         if layer == "full" and header.residual_backend:

@@ -15,7 +15,16 @@ import numpy as np
 from semcodec.errors import CorruptData
 from semcodec.format.rangecoder import decode_words
 
-__all__ = ["MODES", "GEN", "BASE", "NONE", "encode_modes", "decode_modes", "GatingHeader"]
+__all__ = [
+    "MODES",
+    "GEN",
+    "BASE",
+    "NONE",
+    "encode_modes",
+    "decode_modes",
+    "GatingHeader",
+    "mode_shares",
+]
 
 GEN, BASE, NONE = 0, 1, 2
 MODES = ("generator", "base", "none")
@@ -92,3 +101,9 @@ def decode_modes(data: bytes, mh: int, mw: int) -> tuple[np.ndarray, GatingHeade
     except (ValueError, RuntimeError, AssertionError) as exc:
         raise CorruptData(f"gating layer: {exc}") from None
     return modes, GatingHeader(tile_blocks, radius, bool(flags & 1))
+
+
+def mode_shares(modes: np.ndarray) -> dict[str, float]:
+    """Share of tiles per mode (for the bench and `info`)."""
+    n = max(1, modes.size)
+    return {name: float((modes == i).sum()) / n for i, name in enumerate(MODES)}

@@ -142,8 +142,7 @@ def _gating_info(data: bytes | None, map_shape: tuple[int, int]) -> dict[str, An
     """Tile count, size and mode shares of a gated file (None: the generator everywhere)."""
     if data is None:
         return None
-    from semcodec.encoder.gating import mode_shares
-    from semcodec.format.gating import NONE, decode_modes
+    from semcodec.format.gating import NONE, decode_modes, mode_shares
 
     modes, head = decode_modes(data, *map_shape)
     return {
