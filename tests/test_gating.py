@@ -1,4 +1,4 @@
-"""Per-tile prediction (gating.py, entropy/gating.py): modes layer, masked compact layer,
+"""Per-tile prediction (decoder/prediction.py, encoder/gating.py, format/gating.py): modes layer, masked compact layer,
 blending, and gated files that decode bit-exactly through both generator kernels."""
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def bd_table(curves: dict[str, dict], names: Sequence[str]) -> dict[str, dict[st
 def run(cfg: RoiBenchConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Encode, decode and measure every frame with the three codecs; the result dict."""
     from semcodec.encoder.codec import Codec
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
 
     codec = Codec(cfg.model)
     roi_cfg = parse_roi(list(cfg.classes), cfg.strength)

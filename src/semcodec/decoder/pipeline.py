@@ -19,7 +19,6 @@ from PIL import Image
 from semcodec.decoder import prediction
 from semcodec.decoder.maplayer import map_shape
 from semcodec.decoder.parts import DecoderParts, find_parts
-from semcodec.encoder.roi import decode_roi
 from semcodec.errors import CorruptData, ModelError
 from semcodec.format import container
 from semcodec.format.alpha import decode_alpha
@@ -32,6 +31,7 @@ from semcodec.format.map import check_payload_size as check_map_size
 from semcodec.format.map import decode_map as _decode_map_payload
 from semcodec.format.metadata import Metadata, decode_metadata
 from semcodec.format.residual import backend_by_code
+from semcodec.format.roi import decode_roi
 from semcodec.format.tiling import DEFAULT_TILING, MIN_SIDE, MULTIPLE, Tiling, blocks, grow
 from semcodec.imageio import pil_pixel_limit
 from semcodec.intgrid.enhancer import Adjust

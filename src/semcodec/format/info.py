@@ -118,7 +118,7 @@ def _roi_info(data: bytes | None, labels: Any, header: container.Header) -> dict
     """The ROI classes, weights, strength and margin a file records, and the share it covers."""
     if data is None:
         return None
-    from semcodec.encoder.roi import SIGMA_PER_STRENGTH, coverage, decode_roi
+    from semcodec.format.roi import SIGMA_PER_STRENGTH, coverage, decode_roi
 
     cfg = decode_roi(data)
     stored = labels[:: header.map_scale, :: header.map_scale]
