@@ -1,5 +1,6 @@
-"""Per-tile prediction (decoder/prediction.py, encoder/gating.py, format/gating.py): modes layer, masked compact layer,
-blending, and gated files that decode bit-exactly through both generator kernels."""
+"""Per-tile prediction (decoder/prediction.py, encoder/gating.py, format/gating.py): modes layer,
+masked compact layer, blending, and gated files that decode bit-exactly through both generator
+kernels."""
 
 from __future__ import annotations
 
