@@ -42,7 +42,6 @@ _VERSION = 1
 _HEAD = struct.Struct("<BBBB")  # version, strength x10, margin, class count
 
 
-
 class RoiError(ValueError):
     """A bad ROI specification (unknown class, bad weight or strength): a usage error."""
 
@@ -133,5 +132,3 @@ def region(labels: np.ndarray, cfg: RoiConfig) -> np.ndarray:
 def coverage(labels: np.ndarray, cfg: RoiConfig) -> float:
     """Share of map blocks in the ROI (with the margin), for reports."""
     return float(region(labels, cfg).mean()) if labels.size else 0.0
-
-
