@@ -26,7 +26,7 @@ from semcodec.format.compact import check_payload_size as check_compact_size
 from semcodec.format.compact import decode_compact
 from semcodec.format.container import Header, LayerKind, Limits
 from semcodec.format.enhance import decode_adjust
-from semcodec.format.gating import decode_modes
+from semcodec.format.gating import GatingPlan, decode_gating
 from semcodec.format.map import check_payload_size as check_map_size
 from semcodec.format.map import decode_map as _decode_map_payload
 from semcodec.format.metadata import Metadata, decode_metadata
@@ -176,15 +176,12 @@ class Decoder:
             )
         return decode_adjust(data, self.enhancer.classes, header.height, header.width)
 
-    def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> tuple | None:
-        """(modes, tile blocks, radius, used blocks) of a gated file, else None."""
+    def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> GatingPlan | None:
+        """The plan of a gated file, else None."""
         data = layers.get(LayerKind.GATING)
         if data is None:
             return None
-        mh, mw = map_shape(header)
-        modes, gh = decode_modes(data, mh, mw)
-        used = prediction.used_blocks(modes, mh, mw, gh.tile_blocks, gh.all_symbols)
-        return modes, gh.tile_blocks, gh.radius, used
+        return decode_gating(data, *map_shape(header))
 
     def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
@@ -197,7 +194,8 @@ class Decoder:
         header, layers = container.unpack(data, self.limits)
         self.check_model(header)
         gate = self.gating(header, layers)
-        self.check_payloads(header, layers, None if gate is None else gate[3])
+        used = None if gate is None else prediction.used_by(gate, *map_shape(header))
+        self.check_payloads(header, layers, used)
         adjust = self.adjustment(header, layers)
         meta = Metadata()
         if LayerKind.METADATA in layers:
@@ -217,7 +215,7 @@ class Decoder:
             out = reconstruct(symbols, labels, (h, w), self.kernel, self.tiling, self.progress)
             clock("generator")
         else:
-            modes, tile_blocks, radius, used = gate
+            modes = gate.modes
             coded = decode_compact(layers.get(LayerKind.COMPACT, b""), shape, table, used)
             symbols = prediction.fill_symbols(coded, used, self.parts.levels)
             clock("compact_coder")
@@ -231,7 +229,7 @@ class Decoder:
                 preds[prediction.BASE] = prediction.base_pixels(symbols, self.parts.levels, (h, w))
             if (modes == prediction.NONE).any():
                 preds[prediction.NONE] = prediction.FLAT
-            out = prediction.blend(preds, modes, (h, w), tile_blocks, radius)
+            out = prediction.blend(preds, modes, (h, w), gate.tile_blocks, gate.radius)
             clock("gating")
         base = out
         if layer == "full" and header.residual_backend:
@@ -251,7 +249,7 @@ class Decoder:
         img = assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
         clock("assemble")
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
-        modes = None if gate is None else gate[0]
+        modes = None if gate is None else gate.modes
         return DecodeResult(
             img, header, labels, sizes, base if keep_base else None, meta, modes, adjust, ran, out
         )

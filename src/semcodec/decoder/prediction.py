@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from semcodec.format.gating import BASE, GEN, NONE
+from semcodec.format.gating import BASE, GEN, NONE, GatingPlan
 from semcodec.format.tiling import MULTIPLE
 from semcodec.intgrid import generator as intgen
 
@@ -29,6 +29,7 @@ __all__ = [
     "fill_symbols",
     "tile_shape",
     "used_blocks",
+    "used_by",
 ]
 
 FLAT = 128  # the 'none' prediction
@@ -53,6 +54,11 @@ def used_blocks(
     if all_symbols:
         return np.ones((mh, mw), bool)
     return block_modes(modes, mh, mw, tile_blocks) != NONE
+
+
+def used_by(plan: GatingPlan, mh: int, mw: int) -> np.ndarray:
+    """The map blocks whose compact symbols a file with this plan codes (mh, mw)."""
+    return used_blocks(plan.modes, mh, mw, plan.tile_blocks, plan.all_symbols)
 
 
 def fill_symbols(symbols: np.ndarray, used: np.ndarray, levels: int) -> np.ndarray:

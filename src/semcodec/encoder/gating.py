@@ -25,6 +25,7 @@ from semcodec.decoder.prediction import (
     fill_symbols,
     tile_shape,
     used_blocks,
+    used_by,
 )
 from semcodec.format.tiling import MULTIPLE
 
@@ -40,6 +41,7 @@ __all__ = [
     "fill_symbols",
     "tile_shape",
     "used_blocks",
+    "used_by",
     "GatingConfig",
     "choose_modes",
     "compact_tile_bits",

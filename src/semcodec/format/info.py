@@ -142,15 +142,15 @@ def _gating_info(data: bytes | None, map_shape: tuple[int, int]) -> dict[str, An
     """Tile count, size and mode shares of a gated file (None: the generator everywhere)."""
     if data is None:
         return None
-    from semcodec.format.gating import NONE, decode_modes, mode_shares
+    from semcodec.format.gating import NONE, decode_gating, mode_shares
 
-    modes, head = decode_modes(data, *map_shape)
+    plan = decode_gating(data, *map_shape)
     return {
-        "tiles": int(modes.size),
-        "tile_px": head.tile_blocks * 8,
-        "blend_radius": head.radius,
-        "shares": mode_shares(modes),
-        "compact": bool((modes != NONE).any()),
+        "tiles": int(plan.modes.size),
+        "tile_px": plan.tile_blocks * 8,
+        "blend_radius": plan.radius,
+        "shares": mode_shares(plan.modes),
+        "compact": bool((plan.modes != NONE).any()),
     }
 
 
