@@ -32,7 +32,15 @@ from semcodec.format.map import decode_map as _decode_map_payload
 from semcodec.format.metadata import Metadata, decode_metadata
 from semcodec.format.residual import backend_by_code
 from semcodec.format.roi import decode_roi
-from semcodec.format.tiling import DEFAULT_TILING, MIN_SIDE, MULTIPLE, Tiling, blocks, grow
+from semcodec.format.tiling import (
+    DEFAULT_TILING,
+    MAP_SCALE,
+    MIN_SIDE,
+    MULTIPLE,
+    Tiling,
+    blocks,
+    grow,
+)
 from semcodec.imageio import pil_pixel_limit
 from semcodec.intgrid.enhancer import Adjust
 
@@ -142,7 +150,7 @@ class Decoder:
                 f"model {header.model_name!r} weights hash mismatch: file {header.model_hash}, "
                 f"decoder has {self.parts.hash} ({self.parts.release})"
             )
-        if header.compact_levels != self.parts.levels or header.map_scale != MULTIPLE:
+        if header.compact_levels != self.parts.levels or header.map_scale != MAP_SCALE:
             raise CorruptData("header's compact levels or map scale do not match the model")
 
     def check_payloads(

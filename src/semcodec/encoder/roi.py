@@ -23,6 +23,7 @@ from PIL import Image, ImageFilter
 
 from semcodec.format.classes import CLASSES
 from semcodec.format.roi import RoiConfig, encode_roi, grow
+from semcodec.format.tiling import MAP_SCALE
 
 # the layer's data, named here too so the encoder reads its ROI from one module
 __all__ = [
@@ -49,7 +50,7 @@ def block_weights(labels: np.ndarray, cfg: RoiConfig) -> np.ndarray:
 def rate_guide(weights: np.ndarray, height: int, width: int) -> np.ndarray:
     """libaom's rate distribution per 16-pixel block of a height x width frame."""
     rows, cols = -(-height // GUIDE_BLOCK), -(-width // GUIDE_BLOCK)
-    per = GUIDE_BLOCK // 8  # map blocks per guide block side
+    per = GUIDE_BLOCK // MAP_SCALE  # map blocks per guide block side
     grid = np.zeros((rows * per, cols * per))
     mh, mw = min(weights.shape[0], rows * per), min(weights.shape[1], cols * per)
     grid[:mh, :mw] = weights[:mh, :mw]
@@ -61,7 +62,9 @@ def _alpha(weights: np.ndarray, height: int, width: int) -> np.ndarray:
     """Per pixel, 1 inside the ROI and 0 in the background, ramped over one block at borders."""
     inside = (weights > 0).astype(np.float32)
     mh, mw = inside.shape
-    up = Image.fromarray(inside, "F").resize((mw * 8, mh * 8), Image.Resampling.BILINEAR)
+    up = Image.fromarray(inside, "F").resize(
+        (mw * MAP_SCALE, mh * MAP_SCALE), Image.Resampling.BILINEAR
+    )
     return np.asarray(up, np.float32)[:height, :width]
 
 

@@ -143,11 +143,12 @@ def _gating_info(data: bytes | None, map_shape: tuple[int, int]) -> dict[str, An
     if data is None:
         return None
     from semcodec.format.gating import NONE, decode_gating, mode_shares
+    from semcodec.format.tiling import MAP_SCALE
 
     plan = decode_gating(data, *map_shape)
     return {
         "tiles": int(plan.modes.size),
-        "tile_px": plan.tile_blocks * 8,
+        "tile_px": plan.tile_blocks * MAP_SCALE,
         "blend_radius": plan.radius,
         "shares": mode_shares(plan.modes),
         "compact": bool((plan.modes != NONE).any()),

@@ -16,8 +16,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from semcodec.format.classes import UNKNOWN_AS
+from semcodec.format.tiling import MAP_SCALE
 
-FACTOR = 8  # compact layer → pixels
+FACTOR = MAP_SCALE  # compact layer → pixels: one symbol per map block
 DETAIL_SHIFT = 16  # grid of the detail the last conv adds to the base: 2**-16 of [-1, 1]
 RGB = 3  # the first three compact channels are the base image's colours
 META = ("levels", "classes", "s2d", "blocks", "act_max", "input_max")
