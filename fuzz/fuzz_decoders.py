@@ -313,13 +313,14 @@ class Harness:
                 meta = self.decode_metadata(payload)
                 assert sum(meta.sizes().values()) <= 16 << 20
             elif target == "gating":
-                modes, head = self.gating.decode_modes(payload, h, w)
-                th, tw = -(-h // head.tile_blocks), -(-w // head.tile_blocks)
+                plan = self.gating.decode_gating(payload, h, w)
+                th, tw = -(-h // plan.tile_blocks), -(-w // plan.tile_blocks)
+                modes = plan.modes
                 assert modes.shape == (th, tw) and modes.min() >= 0 and modes.max() <= 2
                 if data[3] % 2:  # and the compact layer under the tiles' mask
-                    from semcodec.encoder.gating import used_blocks
+                    from semcodec.decoder.prediction import used_blocks
 
-                    used = used_blocks(modes, h, w, head.tile_blocks)
+                    used = used_blocks(modes, h, w, plan.tile_blocks)
                     table = self.tables[0]
                     out = self.compact.decode_compact(payload, (table.shape[0], h, w), table, used)
                     assert out.shape == (table.shape[0], h, w)

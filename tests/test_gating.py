@@ -1,5 +1,6 @@
-"""Per-tile prediction (gating.py, entropy/gating.py): modes layer, masked compact layer,
-blending, and gated files that decode bit-exactly through both generator kernels."""
+"""Per-tile prediction (decoder/prediction.py, encoder/gating.py, format/gating.py): modes layer,
+masked compact layer, blending, and gated files that decode bit-exactly through both generator
+kernels."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from semcodec.errors import CorruptData
 from semcodec.format import container
 from semcodec.format.compact import decode_compact, encode_compact
 from semcodec.format.container import Header, LayerKind
-from semcodec.format.gating import BASE, GEN, NONE, decode_modes, encode_modes
+from semcodec.format.gating import (
+    BASE,
+    GEN,
+    NONE,
+    GatingPlan,
+    decode_gating,
+    encode_gating,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -31,15 +39,21 @@ def _photo(h: int = 72, w: int = 136, seed: int = 3) -> np.ndarray:
 def test_modes_round_trip_and_refuse_bad_headers() -> None:
     rng = np.random.default_rng(0)
     modes = rng.integers(0, 3, (5, 7))
-    data = encode_modes(modes, 8, 4)
-    got, head = decode_modes(data, 5 * 8 - 3, 7 * 8)  # a partial last tile row
-    assert np.array_equal(got, modes) and (head.tile_blocks, head.radius) == (8, 4)
+    data = encode_gating(GatingPlan(8, 4, modes))
+    got = decode_gating(data, 5 * 8 - 3, 7 * 8)  # a partial last tile row
+    assert np.array_equal(got.modes, modes) and (got.tile_blocks, got.radius) == (8, 4)
+    assert (
+        not got.all_symbols
+        and decode_gating(encode_gating(GatingPlan(8, 4, modes, True)), 40, 56).all_symbols
+    )
     with pytest.raises(CorruptData):
-        decode_modes(b"\x02" + data[1:], 40, 56)
+        decode_gating(b"\x02" + data[1:], 40, 56)
     with pytest.raises(CorruptData):
-        decode_modes(data[:2], 40, 56)
+        decode_gating(data[:2], 40, 56)
     with pytest.raises(ValueError):
-        encode_modes(np.full((2, 2), 3), 8, 4)
+        GatingPlan(8, 4, np.full((2, 2), 3))
+    with pytest.raises(ValueError):
+        GatingPlan(3, 4, modes)
 
 
 def test_masked_compact_layer_codes_only_used_positions() -> None:
@@ -123,7 +137,8 @@ def test_the_decoder_follows_each_tiles_mode(codec: Codec) -> None:
     data = Codec("tiny", gating_config=cfg).encode(_photo(), quality=40)
     header, layers = container.unpack(data)
     mh, mw = -(-header.height // 8), -(-header.width // 8)
-    modes, head = decode_modes(layers[LayerKind.GATING], mh, mw)
+    head = decode_gating(layers[LayerKind.GATING], mh, mw)
+    modes = head.modes
     assert (modes == BASE).all()
     table = codec.bundle.compact_table
     symbols = decode_compact(layers[LayerKind.COMPACT], (table.shape[0], mh, mw), table)
@@ -132,7 +147,7 @@ def test_the_decoder_follows_each_tiles_mode(codec: Codec) -> None:
     used = gating.used_blocks(flipped, mh, mw, head.tile_blocks)
     other = _repack(
         data,
-        GATING=encode_modes(flipped, head.tile_blocks, head.radius),
+        GATING=encode_gating(GatingPlan(head.tile_blocks, head.radius, flipped)),
         COMPACT=encode_compact(symbols, table, used),
     )
     a = codec.decode(data, keep_base=True).base.astype(int)

@@ -85,7 +85,7 @@ def test_roi_pixels_beat_a_uniform_file_of_the_same_size(codec, monkeypatch) -> 
     """At equal or fewer bytes, the ROI is much better than uniform coding and the rest worse:
     a codec that ignores the map fails this."""
     from semcodec.encoder.ratecontrol import search_quality
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
 
     _fixed_map(codec, monkeypatch)
     rgb = scene()
@@ -100,7 +100,7 @@ def test_roi_pixels_beat_a_uniform_file_of_the_same_size(codec, monkeypatch) -> 
 
 def test_a_stronger_roi_gives_the_background_up(codec, monkeypatch) -> None:
     """Strength moves bytes out of the background (same quality: smaller file, same ROI class)."""
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
 
     _fixed_map(codec, monkeypatch)
     rgb = scene()
@@ -109,8 +109,9 @@ def test_a_stronger_roi_gives_the_background_up(codec, monkeypatch) -> None:
 
 
 def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch) -> None:
-    from semcodec.encoder.roi import decode_roi, parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
     from semcodec.format import container
+    from semcodec.format.roi import decode_roi
 
     _fixed_map(codec, monkeypatch)
     cfg = parse_roi("car:2,pedestrian", 1.5)
@@ -123,7 +124,7 @@ def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch)
 
 
 def test_quality_zero_has_no_residual_and_no_roi_layer(codec, monkeypatch) -> None:
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
     from semcodec.format import container
 
     _fixed_map(codec, monkeypatch)
@@ -150,7 +151,8 @@ def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> No
 
 # ----- specifications and errors -------------------------------------------------------------
 def test_parse_forms_and_the_layer_round_trip() -> None:
-    from semcodec.encoder.roi import decode_roi, encode_roi, parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
+    from semcodec.format.roi import decode_roi, encode_roi
 
     assert parse_roi(None) is None
     a = parse_roi("car:2, Pedestrian")
@@ -166,19 +168,19 @@ def test_parse_forms_and_the_layer_round_trip() -> None:
         ("car:9", None, "ROI weight of car must be 0.1..4"),
         ("car:x", None, "not a number"),
         ("car", 4.5, "ROI strength must be 0..4"),
-        (None, 1.0, "--roi-strength needs --roi"),
+        (None, 1.0, "an ROI strength needs ROI classes"),
     ],
 )
 def test_bad_specifications_are_refused(spec, strength, message) -> None:
-    from semcodec.encoder.roi import RoiError, parse_roi
+    from semcodec.encoder.roi_spec import RoiError, parse_roi
 
     with pytest.raises(RoiError, match=message):
         parse_roi(spec, strength)
 
 
 def test_a_damaged_roi_layer_is_corrupt_data() -> None:
-    from semcodec.encoder.roi import decode_roi
     from semcodec.errors import CorruptData
+    from semcodec.format.roi import decode_roi
 
     for bad in (
         b"",
@@ -235,6 +237,23 @@ def test_cli_unknown_class_is_one_line_and_exit_2(tmp_path) -> None:
     assert not (tmp_path / "x.sem").exists()
 
 
+def test_the_cli_names_its_flags_and_the_library_does_not(tmp_path) -> None:
+    """The library's ROI errors name no flag; the command line adds its own."""
+    from semcodec.encoder.roi_spec import RoiError, parse_roi
+
+    for spec, strength in (("car,bus", None), (None, 1.0), ("car", 9.0), ({}, None)):
+        with pytest.raises(RoiError) as caught:
+            parse_roi(spec, strength)
+        assert "--" not in str(caught.value), caught.value
+    src = tmp_path / "in.png"
+    _png(scene(32, 32), src)
+    out = str(tmp_path / "x.sem")
+    bad_class = _cli(["encode", str(src), "-o", out, "--roi", "car,bus"])
+    assert "error: --roi: unknown ROI class 'bus'" in bad_class.output
+    alone = _cli(["encode", str(src), "-o", out, "--roi-strength", "2"])
+    assert alone.exit_code == 2 and "error: --roi-strength needs --roi" in alone.output
+
+
 def test_api_encode_with_roi() -> None:
     import semcodec
     from semcodec.format import container
@@ -262,9 +281,10 @@ def test_the_roi_layer_needs_version_4_and_a_residual() -> None:
     import struct
     import zlib
 
-    from semcodec.encoder.roi import encode_roi, parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
     from semcodec.errors import CorruptData
     from semcodec.format.container import Header, LayerKind, pack, unpack
+    from semcodec.format.roi import encode_roi
 
     header = Header(8, 8, "RGB", "tiny-v1", "0123456789abcdef", 50, 2, 8, 5)
     layers = {LayerKind.SEMANTIC_MAP: b"m", LayerKind.COMPACT: b"c", LayerKind.RESIDUAL: b"r"}
@@ -311,3 +331,18 @@ def test_bench_roi_on_a_tiny_labelled_set(tmp_path) -> None:
     assert d["encode_s"]["semcodec-roi"] > 0 and "BD-rate semcodec-roi vs avif" in r.output
     bad = _cli(["bench", "roi", "--data", str(tmp_path), "--classes", "car,lorry"])
     assert bad.exit_code == 2 and "unknown ROI class 'lorry'" in bad.output
+
+
+def test_the_layers_region_is_where_the_encoder_spends() -> None:
+    """format/roi.py's region (what ``info`` reports) is the encoder's ROI: blocks of weight > 0."""
+    from semcodec.encoder.roi import block_weights
+    from semcodec.encoder.roi_spec import parse_roi
+    from semcodec.format.roi import coverage, region
+
+    labels = np.random.default_rng(5).integers(0, 12, (23, 31)).astype(np.uint8)
+    labels[labels == CAR] = ROAD
+    labels[4:7, 25:] = CAR  # a car at the right border: the margin is clipped there
+    for margin in (0, 1, 3):
+        cfg = parse_roi("car:2,pedestrian:0.5", margin=margin)
+        assert np.array_equal(region(labels, cfg), block_weights(labels, cfg) > 0)
+        assert coverage(labels, cfg) == float((block_weights(labels, cfg) > 0).mean())

@@ -19,7 +19,8 @@ from PIL import Image
 
 from semcodec.encoder.codec import Codec
 from semcodec.encoder.ratecontrol import search_quality
-from semcodec.encoder.roi import block_weights, parse_roi
+from semcodec.encoder.roi import block_weights
+from semcodec.encoder.roi_spec import parse_roi
 from semcodec.format.tiling import pad_rgb
 
 ROI = "pedestrian,car,bicyclist,signsymbol"

@@ -27,7 +27,7 @@ def encode(
     (0..4, default 1) how much the rest gives up (docs/roi.md). RoiError on a bad name.
     """
     from semcodec.encoder.codec import encode as _encode
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
 
     roi_config = parse_roi(roi, roi_strength)
     return _encode(image, quality=quality, model=model, residual=residual, roi_config=roi_config)

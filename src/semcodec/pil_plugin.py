@@ -109,7 +109,7 @@ def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
     roi ("car,pedestrian:2", a list or a dict of class weights) and roi_strength (0..4)."""
     from semcodec.defaults import DEFAULT_QUALITY, DEFAULT_RESIDUAL
     from semcodec.encoder.codec import get_codec
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
     from semcodec.format.metadata import parse_selection
 
     params = im.encoderinfo

@@ -191,7 +191,7 @@ def main(model: str = "default", add: bool = False) -> None:
         elif name in ENHANCED:
             data = enhanced_file(enc.encode(picture, quality=q, residual=residual), i)
         elif name in ROI:
-            from semcodec.encoder.roi import parse_roi
+            from semcodec.encoder.roi_spec import parse_roi
 
             data = enc.encode(picture, q, residual, roi_config=parse_roi(ROI[name], 1.5))
         else:

@@ -429,16 +429,15 @@ class SemcodecAdapter(CodecAdapter):
     def tile_shares(self, data: bytes) -> dict[str, float] | None:
         """Share of tiles per prediction mode of a file (the generator everywhere if ungated)."""
         from semcodec.decoder.maplayer import map_shape
-        from semcodec.encoder.gating import mode_shares
         from semcodec.format import container
-        from semcodec.format.gating import decode_modes
+        from semcodec.format.gating import decode_gating, mode_shares
 
         kind = container.LayerKind.GATING
         header, layers = container.unpack_layers(data, (kind,))  # the small layer only
         gate = layers.get(kind)
         if gate is None:
             return {"generator": 1.0, "base": 0.0, "none": 0.0} if header.quality else None
-        return mode_shares(decode_modes(gate, *map_shape(header))[0])
+        return mode_shares(decode_gating(gate, *map_shape(header)).modes)
 
     def info(self) -> dict[str, Any]:
         """Record model and residual so runs with different models are distinguishable."""

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from semcodec.bench.common import DEFAULT_ARCH, default_arch_model
+from semcodec.format.tiling import MAP_SCALE
 
 OUT = Path("bench-out/large")
 
@@ -211,7 +212,7 @@ def run_large(
     base = np.load(decoded.with_suffix(".base.npy"))
     decoded.with_suffix(".base.npy").unlink()
     seams = seam_report(ref, {"full": full, "base": base})
-    mh, mw = -(-height // 8), -(-width // 8)
+    mh, mw = -(-height // MAP_SCALE), -(-width // MAP_SCALE)
     report = {
         "image": f"{width}x{height}",
         "model": model,

@@ -31,6 +31,7 @@ from semcodec.bench.bdrate import bd_rate_result
 from semcodec.bench.codecs import AvifAdapter
 from semcodec.bench.rd.results import jsonable, utc_now
 from semcodec.format.classes import CLASSES
+from semcodec.format.tiling import MAP_SCALE
 
 SCHEMA = "semcodec-roi/1"
 ROI_CLASSES = ("pedestrian", "car", "bicyclist", "signsymbol")
@@ -170,7 +171,7 @@ def bd_table(curves: dict[str, dict], names: Sequence[str]) -> dict[str, dict[st
 def run(cfg: RoiBenchConfig, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Encode, decode and measure every frame with the three codecs; the result dict."""
     from semcodec.encoder.codec import Codec
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
 
     codec = Codec(cfg.model)
     roi_cfg = parse_roi(list(cfg.classes), cfg.strength)
@@ -208,7 +209,7 @@ def run(cfg: RoiBenchConfig, progress: Callable[[str], None] | None = None) -> d
                 "data": str(cfg.data),
                 "roi": roi_cfg.names,
                 "strength": roi_cfg.strength,
-                "margin_px": 8 * roi_cfg.margin,
+                "margin_px": MAP_SCALE * roi_cfg.margin,
             },  # fmt: skip
             "frames": [n for n, _, _ in items],
             "curves": curves,

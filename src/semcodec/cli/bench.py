@@ -584,7 +584,7 @@ def roi_command(
     import json
 
     from semcodec.bench import roi
-    from semcodec.encoder.roi import RoiError, parse_roi
+    from semcodec.encoder.roi_spec import RoiError, parse_roi
 
     names = tuple(c.strip().lower() for c in classes.split(",") if c.strip())
     try:

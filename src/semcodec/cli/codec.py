@@ -367,12 +367,15 @@ def _check_encode_names(inputs: Sequence[str], output: str | None) -> None:
 
 def _roi_config(ctx: click.Context, spec: str | None, strength: float | None) -> Any:
     """--roi and --roi-strength as a RoiConfig; a bad one is one error line and exit 2."""
-    from semcodec.encoder.roi import RoiError, parse_roi
+    from semcodec.encoder.roi_spec import RoiError, parse_roi
 
+    if spec is None and strength is not None:
+        error("--roi-strength needs --roi")
+        ctx.exit(EXIT_USAGE)
     try:
         return parse_roi(spec, strength)
     except RoiError as exc:
-        error(str(exc))
+        error(f"--roi: {exc}")
         ctx.exit(EXIT_USAGE)
 
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from semcodec.decoder import prediction
 from semcodec.decoder.maplayer import map_shape
 from semcodec.decoder.parts import DecoderParts, find_parts
-from semcodec.encoder import gating
-from semcodec.encoder.roi import decode_roi
 from semcodec.errors import CorruptData, ModelError
 from semcodec.format import container
 from semcodec.format.alpha import decode_alpha
@@ -27,12 +26,21 @@ from semcodec.format.compact import check_payload_size as check_compact_size
 from semcodec.format.compact import decode_compact
 from semcodec.format.container import Header, LayerKind, Limits
 from semcodec.format.enhance import decode_adjust
-from semcodec.format.gating import decode_modes
+from semcodec.format.gating import GatingPlan, decode_gating
 from semcodec.format.map import check_payload_size as check_map_size
 from semcodec.format.map import decode_map as _decode_map_payload
 from semcodec.format.metadata import Metadata, decode_metadata
 from semcodec.format.residual import backend_by_code
-from semcodec.format.tiling import DEFAULT_TILING, MIN_SIDE, MULTIPLE, Tiling, blocks, grow
+from semcodec.format.roi import decode_roi
+from semcodec.format.tiling import (
+    DEFAULT_TILING,
+    MAP_SCALE,
+    MIN_SIDE,
+    MULTIPLE,
+    Tiling,
+    blocks,
+    grow,
+)
 from semcodec.imageio import pil_pixel_limit
 from semcodec.intgrid.enhancer import Adjust
 
@@ -142,7 +150,7 @@ class Decoder:
                 f"model {header.model_name!r} weights hash mismatch: file {header.model_hash}, "
                 f"decoder has {self.parts.hash} ({self.parts.release})"
             )
-        if header.compact_levels != self.parts.levels or header.map_scale != MULTIPLE:
+        if header.compact_levels != self.parts.levels or header.map_scale != MAP_SCALE:
             raise CorruptData("header's compact levels or map scale do not match the model")
 
     def check_payloads(
@@ -176,15 +184,12 @@ class Decoder:
             )
         return decode_adjust(data, self.enhancer.classes, header.height, header.width)
 
-    def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> tuple | None:
-        """(modes, tile blocks, radius, used blocks) of a gated file, else None."""
+    def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> GatingPlan | None:
+        """The plan of a gated file, else None."""
         data = layers.get(LayerKind.GATING)
         if data is None:
             return None
-        mh, mw = map_shape(header)
-        modes, gh = decode_modes(data, mh, mw)
-        used = gating.used_blocks(modes, mh, mw, gh.tile_blocks, gh.all_symbols)
-        return modes, gh.tile_blocks, gh.radius, used
+        return decode_gating(data, *map_shape(header))
 
     def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
@@ -197,7 +202,8 @@ class Decoder:
         header, layers = container.unpack(data, self.limits)
         self.check_model(header)
         gate = self.gating(header, layers)
-        self.check_payloads(header, layers, None if gate is None else gate[3])
+        used = None if gate is None else prediction.used_by(gate, *map_shape(header))
+        self.check_payloads(header, layers, used)
         adjust = self.adjustment(header, layers)
         meta = Metadata()
         if LayerKind.METADATA in layers:
@@ -217,21 +223,21 @@ class Decoder:
             out = reconstruct(symbols, labels, (h, w), self.kernel, self.tiling, self.progress)
             clock("generator")
         else:
-            modes, tile_blocks, radius, used = gate
+            modes = gate.modes
             coded = decode_compact(layers.get(LayerKind.COMPACT, b""), shape, table, used)
-            symbols = gating.fill_symbols(coded, used, self.parts.levels)
+            symbols = prediction.fill_symbols(coded, used, self.parts.levels)
             clock("compact_coder")
             preds: dict[int, np.ndarray | int] = {}
-            if (modes == gating.GEN).any():
-                preds[gating.GEN] = reconstruct(
+            if (modes == prediction.GEN).any():
+                preds[prediction.GEN] = reconstruct(
                     symbols, labels, (h, w), self.kernel, self.tiling, self.progress
                 )
             clock("generator")
-            if (modes == gating.BASE).any():
-                preds[gating.BASE] = gating.base_pixels(symbols, self.parts.levels, (h, w))
-            if (modes == gating.NONE).any():
-                preds[gating.NONE] = gating.FLAT
-            out = gating.blend(preds, modes, (h, w), tile_blocks, radius)
+            if (modes == prediction.BASE).any():
+                preds[prediction.BASE] = prediction.base_pixels(symbols, self.parts.levels, (h, w))
+            if (modes == prediction.NONE).any():
+                preds[prediction.NONE] = prediction.FLAT
+            out = prediction.blend(preds, modes, (h, w), gate.tile_blocks, gate.radius)
             clock("gating")
         base = out
         if layer == "full" and header.residual_backend:
@@ -251,7 +257,7 @@ class Decoder:
         img = assemble(out, header, layers.get(LayerKind.ALPHA), self.limits)
         clock("assemble")
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
-        modes = None if gate is None else gate[0]
+        modes = None if gate is None else gate.modes
         return DecodeResult(
             img, header, labels, sizes, base if keep_base else None, meta, modes, adjust, ran, out
         )

@@ -38,7 +38,7 @@ from semcodec.format.alpha import encode_alpha
 from semcodec.format.compact import encode_compact
 from semcodec.format.container import Header, LayerKind, Limits
 from semcodec.format.enhance import encode_adjust
-from semcodec.format.gating import encode_modes
+from semcodec.format.gating import GatingPlan, encode_gating
 from semcodec.format.map import encode_map
 from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.format.metadata import Metadata, encode_metadata
@@ -412,7 +412,7 @@ class Codec:
 
     def _gated(
         self, analysis: Analysis, modes: np.ndarray, all_symbols: bool
-    ) -> tuple[np.ndarray, Any]:
+    ) -> tuple[np.ndarray, GatingPlan]:
         """The blended prediction of given tile modes, from the symbols the decoder will have
         (none, and no CompNet run, where no tile uses the base)."""
         cfg, levels = self.gating, self.bundle.levels
@@ -432,16 +432,15 @@ class Codec:
         if (modes == gating.NONE).any():
             final[gating.NONE] = gating.FLAT
         pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
-        return pred, (modes, used, all_symbols)
+        return pred, GatingPlan(cfg.tile_blocks, cfg.radius, modes, all_symbols)
 
-    def _side_layers(self, analysis: Analysis, gate: Any) -> dict[LayerKind, bytes]:
+    def _side_layers(self, analysis: Analysis, gate: GatingPlan | None) -> dict[LayerKind, bytes]:
         """The gating and compact layers a candidate's file carries."""
         if gate is None:
             return {LayerKind.COMPACT: self._compact_layer(analysis)}
-        modes, used, all_symbols = gate
-        cfg = self.gating
-        out = {LayerKind.GATING: encode_modes(modes, cfg.tile_blocks, cfg.radius, all_symbols)}
-        if all_symbols:
+        used = gating.used_by(gate, *analysis.labels.shape)
+        out = {LayerKind.GATING: encode_gating(gate)}
+        if gate.all_symbols:
             out[LayerKind.COMPACT] = self._compact_layer(analysis)
         elif used.any():
             out[LayerKind.COMPACT] = encode_compact(
@@ -560,7 +559,7 @@ class Codec:
             self._began("residual")
             chosen, gate = self._residual(analysis, int(quality), backend, plans)
             layers.update(chosen)
-            analysis.modes[int(quality)] = None if gate is None else gate[0]
+            analysis.modes[int(quality)] = None if gate is None else gate.modes
             if analysis.roi is not None:
                 layers[LayerKind.ROI] = roi.encode_roi(analysis.roi)
             clock("residual")
@@ -657,9 +656,9 @@ class Codec:
         return result
 
 
-def _predicts_nothing(gate: Any) -> bool:
+def _predicts_nothing(gate: GatingPlan | None) -> bool:
     """Whether a candidate's residual is the image itself: every tile in mode 'none'."""
-    return gate is not None and bool((gate[0] == gating.NONE).all())
+    return gate is not None and bool((gate.modes == gating.NONE).all())
 
 
 _DEFAULT: dict[str, Codec] = {}

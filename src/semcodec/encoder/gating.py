@@ -1,14 +1,11 @@
-"""Per-tile prediction for the residual: our extension of A4–A6 (docs/architecture.md).
+"""Per-tile prediction, the encoder's choice: which tiles take which prediction (A4–A6).
 
-The residual layer codes x − prediction. Where the generator predicts badly (straight-edged
-structure, fine texture), coding the image itself is cheaper, and where the base is not used
-its compact symbols need not be sent. The encoder picks per tile of TILE pixels one of three
-predictions: the generator's reconstruction, the bilinear base alone, or none (flat 128). The
-choices travel in the gating layer (entropy/gating.py); compact symbols are coded only in tiles
-that use the base, the others are filled with the middle level (a grey base, as mode 'none'
-predicts). Predictions are blended across tile borders with integer weights (a box filter of
-the per-mode indicator), so the residual has no step at a mode border and decoding stays
-bit-exact. Everything here is integers and numpy: the decoder runs it without torch.
+Where the generator predicts badly (straight-edged structure, fine texture), coding the image
+itself is cheaper, and where the base is not used its compact symbols need not be sent. The
+encoder picks per tile one of three predictions (the generator's reconstruction, the bilinear
+base alone, or none) with a rate proxy calibrated against the residual coder, then checks the
+pick with the real coder. What a decoder computes from the choice (tile geometry, used blocks,
+fill, base pixels, the blend) is decoder/prediction.py; the encoder uses it from here too.
 """
 
 from __future__ import annotations
@@ -17,13 +14,46 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from semcodec.format.gating import BASE, GEN, MODES, NONE
+from semcodec.decoder.prediction import (
+    BASE,
+    FLAT,
+    GEN,
+    NONE,
+    base_pixels,
+    blend,
+    block_modes,
+    fill_symbols,
+    tile_shape,
+    used_blocks,
+    used_by,
+)
 from semcodec.format.tiling import MULTIPLE
-from semcodec.intgrid import generator as intgen
+
+# the decoder's arithmetic, named here too so the encoder reads its choices from one module
+__all__ = [
+    "BASE",
+    "FLAT",
+    "GEN",
+    "NONE",
+    "base_pixels",
+    "blend",
+    "block_modes",
+    "fill_symbols",
+    "tile_shape",
+    "used_blocks",
+    "used_by",
+    "GatingConfig",
+    "choose_modes",
+    "compact_tile_bits",
+    "rd_cost",
+    "scale_for",
+    "searches",
+    "step_for",
+    "tile_bits",
+]
 
 TILE_BLOCKS = 8  # tile side in map blocks: 64 pixels
 BLEND_RADIUS = 4  # pixels: the box filter is 2r+1 wide
-FLAT = 128  # the 'none' prediction
 
 
 @dataclass(frozen=True)
@@ -34,79 +64,6 @@ class GatingConfig:
     tile_blocks: int = TILE_BLOCKS
     radius: int = BLEND_RADIUS
     modes: tuple[int, ...] = (GEN, BASE, NONE)  # the modes the chooser may use
-
-
-def tile_shape(mh: int, mw: int, tile_blocks: int) -> tuple[int, int]:
-    """Tiles covering a map of mh x mw blocks (the last row and column may be partial)."""
-    return -(-mh // tile_blocks), -(-mw // tile_blocks)
-
-
-def block_modes(modes: np.ndarray, mh: int, mw: int, tile_blocks: int) -> np.ndarray:
-    """Each map block's mode (mh, mw)."""
-    up = np.repeat(np.repeat(modes, tile_blocks, 0), tile_blocks, 1)
-    return up[:mh, :mw]
-
-
-def used_blocks(
-    modes: np.ndarray, mh: int, mw: int, tile_blocks: int, all_symbols: bool = False
-) -> np.ndarray:
-    """The map blocks whose compact symbols are coded: those of tiles that use the base, or
-    every block (the layer's flag: where the generator runs, it sees the true symbols)."""
-    if all_symbols:
-        return np.ones((mh, mw), bool)
-    return block_modes(modes, mh, mw, tile_blocks) != NONE
-
-
-def fill_symbols(symbols: np.ndarray, used: np.ndarray, levels: int) -> np.ndarray:
-    """Symbols of unused blocks set to the middle level (a grey base), the same on both ends."""
-    return np.where(used[None], symbols, levels // 2).astype(np.int64)
-
-
-def base_pixels(symbols: np.ndarray, levels: int, crop: tuple[int, int]) -> np.ndarray:
-    """Mode 'base': the 8x bilinear base alone as uint8 (h, w, 3), in integers."""
-    u = intgen.integer_base(symbols[: intgen.RGB], levels)
-    px = intgen.to_pixels(u, np.zeros_like(u), levels).transpose(1, 2, 0)
-    return np.ascontiguousarray(px[: crop[0], : crop[1]])
-
-
-def _box(a: np.ndarray, r: int) -> np.ndarray:
-    """Sum over a (2r+1)² window of an int64 (H, W) array, edges replicated (exact)."""
-    if r == 0:
-        return a.copy()
-    p = np.pad(a, r, mode="edge")
-    c = np.cumsum(np.pad(p, ((1, 0), (0, 0))), 0)
-    rows = c[2 * r + 1 :] - c[: -2 * r - 1]
-    c = np.cumsum(np.pad(rows, ((0, 0), (1, 0))), 1)
-    return c[:, 2 * r + 1 :] - c[:, : -2 * r - 1]
-
-
-def blend(
-    predictions: dict[int, np.ndarray | int],
-    modes: np.ndarray,
-    crop: tuple[int, int],
-    tile_blocks: int,
-    radius: int,
-) -> np.ndarray:
-    """The prediction the residual is coded against, uint8 (h, w, 3).
-
-    Per pixel, each mode's weight is the number of pixels of its tiles in the (2r+1)² window
-    around it; the prediction is the weighted mean rounded half to even, in integers. Inside a
-    tile farther than r from other modes it is that tile's own prediction.
-    """
-    h, w = crop
-    side = tile_blocks * MULTIPLE
-    px = np.repeat(np.repeat(modes, side, 0), side, 1)[:h, :w]
-    present = [int(m) for m in np.unique(modes)]
-    if len(present) == 1:
-        p = predictions[present[0]]
-        return np.full((h, w, 3), p, np.uint8) if np.isscalar(p) else p
-    total = (2 * radius + 1) ** 2
-    acc = np.zeros((h, w, 3), np.int64)
-    for m in present:
-        wgt = _box((px == m).astype(np.int64), radius)
-        p = predictions[m]
-        acc += wgt[..., None] * (np.int64(p) if np.isscalar(p) else p.astype(np.int64))
-    return intgen.round_div(acc, total).astype(np.uint8)
 
 
 # ----- the encoder's choice -------------------------------------------------------------------
@@ -240,9 +197,3 @@ def rd_cost(bits: float, mse: float, quality: int) -> float:
     slope = float(np.interp(min(max(int(quality), 1), 100), _SLOPE_Q, _SLOPE_DB))
     psnr = 10 * np.log10(255.0**2 / max(mse, 1e-10))
     return float(np.log2(max(bits, 1.0)) - psnr / slope)
-
-
-def mode_shares(modes: np.ndarray) -> dict[str, float]:
-    """Share of tiles per mode (for the bench and `info`)."""
-    n = max(1, modes.size)
-    return {name: float((modes == i).sum()) / n for i, name in enumerate(MODES)}

@@ -9,13 +9,24 @@ context (the left and the top tile's modes, 'outside' at the borders). Three mod
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import constriction
 import numpy as np
 
 from semcodec.errors import CorruptData
 from semcodec.format.rangecoder import decode_words
 
-__all__ = ["MODES", "GEN", "BASE", "NONE", "encode_modes", "decode_modes", "GatingHeader"]
+__all__ = [
+    "MODES",
+    "GEN",
+    "BASE",
+    "NONE",
+    "GatingPlan",
+    "encode_gating",
+    "decode_gating",
+    "mode_shares",
+]
 
 GEN, BASE, NONE = 0, 1, 2
 MODES = ("generator", "base", "none")
@@ -25,13 +36,27 @@ _OUTSIDE = len(MODES)
 MIN_TILE_BLOCKS, MAX_TILE_BLOCKS = 4, 16  # tiles of 32 to 128 pixels
 
 
-class GatingHeader:
-    """The layer's fixed fields."""
+@dataclass(frozen=True, eq=False)
+class GatingPlan:
+    """Which prediction each tile takes: the layer's content, as the encoder writes it and the
+    decoder reads it (decoder/prediction.py computes the rest from it)."""
 
-    def __init__(self, tile_blocks: int, radius: int, all_symbols: bool = False):
-        if not MIN_TILE_BLOCKS <= tile_blocks <= MAX_TILE_BLOCKS or not 0 <= radius <= 32:
-            raise ValueError(f"tile of {tile_blocks} blocks or radius {radius} out of range")
-        self.tile_blocks, self.radius, self.all_symbols = tile_blocks, radius, bool(all_symbols)
+    tile_blocks: int  # tile side in map blocks
+    radius: int  # blend radius in pixels
+    modes: np.ndarray  # (tiles_h, tiles_w) int64 mode per tile, raster order
+    all_symbols: bool = False  # the compact layer codes every block, not only the base's
+
+    def __post_init__(self) -> None:
+        """Refuse what the layer cannot record (ValueError: a caller's mistake, not data)."""
+        if not MIN_TILE_BLOCKS <= self.tile_blocks <= MAX_TILE_BLOCKS or not 0 <= self.radius <= 32:
+            raise ValueError(
+                f"tile of {self.tile_blocks} blocks or radius {self.radius} out of range"
+            )
+        modes = np.asarray(self.modes, np.int64)
+        if modes.ndim != 2 or modes.size == 0 or modes.min() < 0 or modes.max() >= len(MODES):
+            raise ValueError("modes out of range")
+        object.__setattr__(self, "modes", modes)
+        object.__setattr__(self, "all_symbols", bool(self.all_symbols))
 
 
 def _run(th: int, tw: int, modes: np.ndarray | None, coder) -> np.ndarray:
@@ -59,22 +84,17 @@ def _run(th: int, tw: int, modes: np.ndarray | None, coder) -> np.ndarray:
     return out
 
 
-def encode_modes(
-    modes: np.ndarray, tile_blocks: int, radius: int, all_symbols: bool = False
-) -> bytes:
-    """The layer's payload for a (tiles_h, tiles_w) array of modes."""
-    GatingHeader(tile_blocks, radius, all_symbols)
-    m = np.asarray(modes, np.int64)
-    if m.size == 0 or m.min() < 0 or m.max() >= len(MODES):
-        raise ValueError("modes out of range")
+def encode_gating(plan: GatingPlan) -> bytes:
+    """The layer's payload."""
     enc = constriction.stream.queue.RangeEncoder()
-    _run(*m.shape, m, enc)
+    _run(*plan.modes.shape, plan.modes, enc)
     words = enc.get_compressed().astype("<u4").tobytes()
-    return bytes([_VERSION, tile_blocks, radius, int(all_symbols)]) + words
+    head = bytes([_VERSION, plan.tile_blocks, plan.radius, int(plan.all_symbols)])
+    return head + words
 
 
-def decode_modes(data: bytes, mh: int, mw: int) -> tuple[np.ndarray, GatingHeader]:
-    """(modes (tiles_h, tiles_w), header) of a map of mh x mw blocks."""
+def decode_gating(data: bytes, mh: int, mw: int) -> GatingPlan:
+    """The plan of a map of mh x mw blocks."""
     if len(data) < 4:
         raise CorruptData("gating layer: payload too short")
     version, tile_blocks, radius, flags = data[0], data[1], data[2], data[3]
@@ -91,4 +111,10 @@ def decode_modes(data: bytes, mh: int, mw: int) -> tuple[np.ndarray, GatingHeade
         modes = _run(th, tw, None, dec)
     except (ValueError, RuntimeError, AssertionError) as exc:
         raise CorruptData(f"gating layer: {exc}") from None
-    return modes, GatingHeader(tile_blocks, radius, bool(flags & 1))
+    return GatingPlan(tile_blocks, radius, modes, bool(flags & 1))
+
+
+def mode_shares(modes: np.ndarray) -> dict[str, float]:
+    """Share of tiles per mode (for the bench and `info`)."""
+    n = max(1, modes.size)
+    return {name: float((modes == i).sum()) / n for i, name in enumerate(MODES)}

@@ -118,7 +118,7 @@ def _roi_info(data: bytes | None, labels: Any, header: container.Header) -> dict
     """The ROI classes, weights, strength and margin a file records, and the share it covers."""
     if data is None:
         return None
-    from semcodec.encoder.roi import SIGMA_PER_STRENGTH, coverage, decode_roi
+    from semcodec.format.roi import SIGMA_PER_STRENGTH, coverage, decode_roi
 
     cfg = decode_roi(data)
     stored = labels[:: header.map_scale, :: header.map_scale]
@@ -142,16 +142,16 @@ def _gating_info(data: bytes | None, map_shape: tuple[int, int]) -> dict[str, An
     """Tile count, size and mode shares of a gated file (None: the generator everywhere)."""
     if data is None:
         return None
-    from semcodec.encoder.gating import mode_shares
-    from semcodec.format.gating import NONE, decode_modes
+    from semcodec.format.gating import NONE, decode_gating, mode_shares
+    from semcodec.format.tiling import MAP_SCALE
 
-    modes, head = decode_modes(data, *map_shape)
+    plan = decode_gating(data, *map_shape)
     return {
-        "tiles": int(modes.size),
-        "tile_px": head.tile_blocks * 8,
-        "blend_radius": head.radius,
-        "shares": mode_shares(modes),
-        "compact": bool((modes != NONE).any()),
+        "tiles": int(plan.modes.size),
+        "tile_px": plan.tile_blocks * MAP_SCALE,
+        "blend_radius": plan.radius,
+        "shares": mode_shares(plan.modes),
+        "compact": bool((plan.modes != NONE).any()),
     }
 
 

@@ -26,8 +26,12 @@ speed 11 - effort, 6 by default), so the payload is deterministic.
 from __future__ import annotations
 
 import io
+import os
 import struct
+import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from PIL import Image, features
@@ -220,6 +224,19 @@ def speed_for(effort: int) -> int:
     return 11 - int(effort)
 
 
+@contextmanager
+def guide_file(guide: np.ndarray) -> Iterator[str]:
+    """A temporary text file of the guide's rows (libaom reads the rates from a path)."""
+    fd, path = tempfile.mkstemp(prefix="semcodec-roi-", suffix=".txt")
+    try:
+        with os.fdopen(fd, "w") as f:
+            for row in guide:
+                f.write(" ".join(f"{v:.1f}" for v in row) + "\n")
+        yield path
+    finally:
+        os.unlink(path)
+
+
 def _save_avif(
     im: Image.Image, quality: int, speed: int, subsampling: str, guide: np.ndarray | None
 ) -> bytes:
@@ -236,8 +253,6 @@ def _save_avif(
     if guide is None:
         im.save(buf, "AVIF", **options)
         return buf.getvalue()
-    from semcodec.encoder.roi import guide_file
-
     with guide_file(guide) as path:
         advanced = {
             "deltaq-mode": "3",

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MULTIPLE = 8  # the networks' common size multiple (CompNet stride 8, segmentation output stride 8)
+MAP_SCALE = (
+    8  # pixels per map position along each side: one map block per 8x8 pixels (header map_scale)
+)
+MULTIPLE = (
+    MAP_SCALE  # the networks' size multiple: CompNet's and the segmentation's stride, a block
+)
 MIN_SIDE = 32  # smallest network input side: CompNet's 7x7 reflection pad at 1/8 needs 4 positions
 
 Rect = tuple[int, int, int, int]  # y0, y1, x0, x1

@@ -16,9 +16,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from semcodec.format.classes import UNKNOWN_AS
+from semcodec.format.tiling import MAP_SCALE
 
-FACTOR = 8  # compact layer → pixels
-ENH_SHIFT = 16  # the last conv's grid, 2**-16 of the [-1, 1] range
+FACTOR = MAP_SCALE  # compact layer → pixels: one symbol per map block
+DETAIL_SHIFT = 16  # grid of the detail the last conv adds to the base: 2**-16 of [-1, 1]
 RGB = 3  # the first three compact channels are the base image's colours
 META = ("levels", "classes", "s2d", "blocks", "act_max", "input_max")
 
@@ -166,8 +167,8 @@ class IntGenerator:
         e = np.round(self.convs[-1](self._quantise(x, m["blocks"])))
         del x
         # pixel_shuffle back: channel c*s*s + dy*s + dx → (c, y*s+dy, x*s+dx)
-        enh = e.reshape(h, w, RGB, s, s).transpose(2, 0, 3, 1, 4).reshape(RGB, hh, ww)
-        return to_pixels(u[:RGB], enh.astype(np.int64), levels).transpose(1, 2, 0)
+        detail = e.reshape(h, w, RGB, s, s).transpose(2, 0, 3, 1, 4).reshape(RGB, hh, ww)
+        return to_pixels(u[:RGB], detail.astype(np.int64), levels).transpose(1, 2, 0)
 
     def _quantise(self, x: np.ndarray, i: int) -> np.ndarray:
         """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
@@ -175,11 +176,11 @@ class IntGenerator:
         return np.clip(np.round(q), -self.meta["input_max"], self.meta["input_max"])
 
 
-def to_pixels(u: np.ndarray, enh: np.ndarray, levels: int) -> np.ndarray:
-    """round(127.5 * (u / (256 (L-1)) + 1 + enh * 2**-16)) clamped to 0..255, in integers."""
+def to_pixels(u: np.ndarray, detail: np.ndarray, levels: int) -> np.ndarray:
+    """round(127.5 * (u / (256 (L-1)) + 1 + detail * 2**-16)) clamped to 0..255, in integers."""
     k = 256 * (levels - 1)
-    num = 255 * ((u + k) * (1 << ENH_SHIFT) + k * enh)
-    return np.clip(round_div(num, 2 * k * (1 << ENH_SHIFT)), 0, 255).astype(np.uint8)
+    num = 255 * ((u + k) * (1 << DETAIL_SHIFT) + k * detail)
+    return np.clip(round_div(num, 2 * k * (1 << DETAIL_SHIFT)), 0, 255).astype(np.uint8)
 
 
 ACC_LIMIT = (1 << 24) - 1  # largest |partial sum| an fp32 accumulator holds exactly

@@ -37,7 +37,7 @@ from semcodec.models.generator import RGB, Generator
 
 ACC_LIMIT = intgen.ACC_LIMIT  # largest |partial sum| an fp32 accumulator holds exactly
 FACTOR = intgen.FACTOR  # compact layer → pixels
-ENH_SHIFT = intgen.ENH_SHIFT  # the last conv's grid: 2**-16 of the [-1, 1] range
+DETAIL_SHIFT = intgen.DETAIL_SHIFT  # the last conv's grid: 2**-16 of the [-1, 1] range
 base_step = intgen.base_step
 
 
@@ -186,8 +186,8 @@ class FixedGenerator:
                 del h
             e = self.convs[-1](self._quantise(x, m["blocks"])).round_()
             del x
-            enh = F.pixel_shuffle(e, s).to(torch.int64)  # enhancement in units of 2**-ENH_SHIFT
-        return _to_pixels(u[:, :RGB], enh, levels)
+            detail = F.pixel_shuffle(e, s).to(torch.int64)  # in units of 2**-DETAIL_SHIFT
+        return _to_pixels(u[:, :RGB], detail, levels)
 
     def _quantise(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
@@ -203,11 +203,11 @@ def _grouped_first(conv: IntConv, base: int, classes: int, s: int) -> IntConv:
     return IntConv(torch.cat([w[:, :nb], oh], 1).to(torch.int32), conv.bias, conv.shift)
 
 
-def _to_pixels(u: torch.Tensor, enh: torch.Tensor, levels: int) -> torch.Tensor:
-    """round(127.5 * (u / (256 (L-1)) + 1 + enh * 2**-16)) clamped to 0..255, in integers."""
+def _to_pixels(u: torch.Tensor, detail: torch.Tensor, levels: int) -> torch.Tensor:
+    """round(127.5 * (u / (256 (L-1)) + 1 + detail * 2**-16)) clamped to 0..255, in integers."""
     k = 256 * (levels - 1)
-    num = 255 * ((u + k) * (1 << ENH_SHIFT) + k * enh)
-    return _round_div(num, 2 * k * (1 << ENH_SHIFT)).clamp_(0, 255).to(torch.uint8)
+    num = 255 * ((u + k) * (1 << DETAIL_SHIFT) + k * detail)
+    return _round_div(num, 2 * k * (1 << DETAIL_SHIFT)).clamp_(0, 255).to(torch.uint8)
 
 
 _META = intgen.META
@@ -331,7 +331,7 @@ def from_float(
         h_scale, h_max = np.full(width, 2.0 ** e_h[i]), np.full(width, spec.act_max)
         convs.append(_int_weights(np_(c2.weight), np_(c2.bias), h_scale, h_max, e_x))
     q_scale, q_max = np.full(width, 2.0 ** e_q[-1]), np.full(width, spec.input_max)
-    convs.append(_int_weights(np_(last.weight), np_(last.bias), q_scale, q_max, -ENH_SHIFT))
+    convs.append(_int_weights(np_(last.weight), np_(last.bias), q_scale, q_max, -DETAIL_SHIFT))
     meta = (levels, cfg.num_classes, cfg.space_to_depth, len(blocks), spec.act_max, spec.input_max)
     state: dict[str, torch.Tensor] = {"meta": torch.tensor(meta, dtype=torch.int64)}
     for i, c in enumerate(convs):

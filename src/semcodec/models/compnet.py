@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from semcodec.format.classes import UNKNOWN_AS
+from semcodec.format.tiling import MAP_SCALE
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ class CompNet(nn.Module):
         return y
 
 
-FACTOR = 8  # CompNet's stride: the map enters as 8x8 blocks
+FACTOR = MAP_SCALE  # CompNet's stride: the map enters as 8x8 blocks
 
 
 def phase_kernel(w: torch.Tensor, factor: int) -> torch.Tensor:

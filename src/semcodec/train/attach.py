@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 import torch
 
+from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.enhance import build_enhance, to_integer
 from semcodec.models.segmentation import build_segnet
 from semcodec.train.common import seg_source
@@ -28,9 +29,11 @@ def calibration_of(shards: list[dict], limit: int = 24) -> list[tuple[torch.Tens
     out = []
     for s in shards:
         for k in range(len(s["quality"])):
-            h, w = (d // 8 * 8 for d in s["original"].shape[:2])
+            h, w = (d // MAP_SCALE * MAP_SCALE for d in s["original"].shape[:2])
             d = torch.from_numpy(s["decoded"][k, :h, :w].copy()).permute(2, 0, 1)[None].float()
-            m = torch.from_numpy(s["labels"][k, : h // 8, : w // 8].astype("int64"))[None]
+            m = torch.from_numpy(
+                s["labels"][k, : h // MAP_SCALE, : w // MAP_SCALE].astype("int64")
+            )[None]
             out.append((d, m, torch.tensor([int(s["quality"][k])])))
     return out[:limit]
 

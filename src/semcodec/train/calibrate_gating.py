@@ -37,12 +37,13 @@ def calibrate(photos: list[Path], model: str = "default") -> list[dict]:
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import tile_bits
     from semcodec.format.residual import get_backend
+    from semcodec.format.tiling import MAP_SCALE
 
     codec, backend = Codec(model), get_backend("avif")
     pairs = []
     for p in photos:
         x = np.asarray(Image.open(p).convert("RGB"))
-        h, w = x.shape[0] // 8 * 8, x.shape[1] // 8 * 8
+        h, w = x.shape[0] // MAP_SCALE * MAP_SCALE, x.shape[1] // MAP_SCALE * MAP_SCALE
         x = np.ascontiguousarray(x[:h, :w])
         an = codec.analyse(x)
         rec = codec.reconstruct(an.symbols, an.labels, (h, w))

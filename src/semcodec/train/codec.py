@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from semcodec.encoder.segment import label_map
 from semcodec.format.compact import table_neighbours
+from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.compnet import COMPNET_CONFIGS, CompNet, one_hot_map, quantize_ste
 from semcodec.models.context_model import ContextModel
 from semcodec.models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
@@ -47,8 +48,6 @@ from semcodec.train.common import (
 )
 from semcodec.train.data import list_images, read_photos, read_split
 from semcodec.zoo.bundles import load_bundle
-
-MAP_SCALE = 8
 
 
 @dataclass
@@ -110,7 +109,8 @@ def hold_out(images: list, maps: list, n: int, photos: int) -> tuple[tuple, tupl
 
 def crop8(images: list[np.ndarray]) -> list[np.ndarray]:
     """Crop every image to a multiple of 8 so the 1/8 map aligns with pixels."""
-    return [im[: im.shape[0] // 8 * 8, : im.shape[1] // 8 * 8] for im in images]
+    s = MAP_SCALE
+    return [im[: im.shape[0] // s * s, : im.shape[1] // s * s] for im in images]
 
 
 class CropSampler:
@@ -128,7 +128,7 @@ class CropSampler:
             img, mp = self.images[k], self.maps[k]
             i = int(self.rng.integers(0, mp.shape[0] - m + 1))
             j = int(self.rng.integers(0, mp.shape[1] - m + 1))
-            x = img[i * 8 : i * 8 + c, j * 8 : j * 8 + c]
+            x = img[i * MAP_SCALE : i * MAP_SCALE + c, j * MAP_SCALE : j * MAP_SCALE + c]
             lab = mp[i : i + m, j : j + m]
             if self.rng.random() < 0.5:
                 x, lab = x[:, ::-1], lab[:, ::-1]

@@ -17,6 +17,7 @@ import click
 import numpy as np
 import torch
 
+from semcodec.format.tiling import MAP_SCALE
 from semcodec.imageio import list_images
 from semcodec.models.enhance import build_enhance
 from semcodec.train.common import Progress, load_checkpoint, save_checkpoint
@@ -151,11 +152,13 @@ def draw_batch(
         s = shards[int(rng.integers(0, len(shards)))]
         k = int(rng.integers(0, len(s["quality"])))
         h, w = s["original"].shape[:2]
-        y = int(rng.integers(0, (h - crop) // 8 + 1)) * 8
-        x = int(rng.integers(0, (w - crop) // 8 + 1)) * 8
+        y = int(rng.integers(0, (h - crop) // MAP_SCALE + 1)) * MAP_SCALE
+        x = int(rng.integers(0, (w - crop) // MAP_SCALE + 1)) * MAP_SCALE
         d = s["decoded"][k, y : y + crop, x : x + crop]
         o = s["original"][y : y + crop, x : x + crop]
-        m = s["labels"][k, y // 8 : (y + crop) // 8, x // 8 : (x + crop) // 8]
+        m = s["labels"][
+            k, y // MAP_SCALE : (y + crop) // MAP_SCALE, x // MAP_SCALE : (x + crop) // MAP_SCALE
+        ]
         if rng.random() < 0.5:
             d, o, m = d.flip(1), o.flip(1), m.flip(1)
         dec.append(d)
@@ -177,11 +180,13 @@ def evaluate(net, shards: list[dict]) -> dict:
     net.eval()
     before, after = [], []
     for s in shards:
-        h, w = (d // 8 * 8 for d in s["original"].shape[:2])
+        h, w = (d // MAP_SCALE * MAP_SCALE for d in s["original"].shape[:2])
         o = torch.from_numpy(s["original"][:h, :w].copy()).permute(2, 0, 1)[None].float()
         for k in range(len(s["quality"])):
             d = torch.from_numpy(s["decoded"][k, :h, :w].copy()).permute(2, 0, 1)[None].float()
-            m = torch.from_numpy(s["labels"][k, : h // 8, : w // 8].astype(np.int64))[None]
+            m = torch.from_numpy(
+                s["labels"][k, : h // MAP_SCALE, : w // MAP_SCALE].astype(np.int64)
+            )[None]
             e = net(d, m, torch.tensor([int(s["quality"][k])])).round().clamp(0, 255)
             before.append(_psnr(d, o))
             after.append(_psnr(e, o))

@@ -16,6 +16,7 @@ import click
 import numpy as np
 import torch
 
+from semcodec.format.tiling import MAP_SCALE
 from semcodec.imageio import list_images
 from semcodec.intgrid import generator_torch as fixed
 from semcodec.metrics import psnr
@@ -50,7 +51,9 @@ def compare(
     for rgb, sym, lab in held_out:
         h, w = rgb.shape[:2]
         with torch.no_grad():
-            v, _ = bundle_gen(dequantize(sym, levels), lab, (sym.shape[-2] * 8, sym.shape[-1] * 8))
+            v, _ = bundle_gen(
+                dequantize(sym, levels), lab, (sym.shape[-2] * MAP_SCALE, sym.shape[-1] * MAP_SCALE)
+            )
         vf = pixels(v[0]).permute(1, 2, 0).numpy()
         vq = fixed_gen.forward(sym, lab)[0].permute(1, 2, 0).numpy()
         vf, vq = vf[:h, :w], vq[:h, :w]

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from semcodec.format.classes import NUM_CLASSES
+from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.enhance import ENHANCE_CONFIGS, EnhanceConfig, EnhanceNet
 from semcodec.models.segmentation import VOID, SegNet, build_segnet
 
@@ -439,11 +440,11 @@ def enh_held_out(net: EnhanceNet, shards: list[dict]) -> dict:
     net.eval()
     gains = []
     for s in shards:
-        h, w = (d // 8 * 8 for d in s["original"].shape[:2])
+        h, w = (d // MAP_SCALE * MAP_SCALE for d in s["original"].shape[:2])
         o = s["original"][:h, :w].permute(2, 0, 1)[None].float()
         for k, q in enumerate(s["quality"]):
             d = s["decoded"][k, :h, :w].permute(2, 0, 1)[None].float()
-            m = s["labels"][k, : h // 8, : w // 8][None]
+            m = s["labels"][k, : h // MAP_SCALE, : w // MAP_SCALE][None]
             e = net(d, m, torch.tensor([q], device=d.device)).round().clamp(0, 255)
             mse_d = float(((d - o) ** 2).mean())
             mse_e = float(((e - o) ** 2).mean())
