@@ -175,3 +175,36 @@ def test_enhance_training_starts_from_given_weights(tmp_path) -> None:
     torch.testing.assert_close(
         got["last.weight"], start.state_dict()["last.weight"], atol=1e-6, rtol=0
     )
+
+
+@pytest.mark.parametrize("stop", [2, 3])  # at a cache block's boundary, inside a block
+def test_frozen_backbone_training_resumes_and_moves_no_backbone_weight(tmp_path, stop) -> None:
+    """--freeze-backbone: stopped and resumed (the feature cache rebuilt from its block's draws)
+    it ends with the uninterrupted run's weights; the EfficientNets and their BatchNorm
+    statistics never move while everything after them does."""
+    from semcodec.models.segmentation import build_segnet
+    from semcodec.train.seg import SegTrainConfig, train_seg
+
+    def run(out, until: int) -> None:
+        cfg = SegTrainConfig(
+            model="lite0-tiny", iters=5, batch=2, crop=(32, 32), bf16=False, imagenet=False
+        )
+        cfg.freeze_backbone, cfg.cache_crops, cfg.cache_epochs = True, 4, 1  # 2 steps a block
+        train_seg(cfg, None, out, True, save_every_s=0.0, synthetic=True, stop_at=until)
+
+    run(tmp_path / "once", 5)
+    run(tmp_path / "twice", stop)
+    run(tmp_path / "twice", 5)
+    a = torch.load(tmp_path / "once" / "seg-checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "twice" / "seg-checkpoint.pt", weights_only=True)["model"]
+    assert a.keys() == build_segnet("lite0-tiny").state_dict().keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
+    torch.manual_seed(0)  # train_seg's seed: the run's initial weights
+    start = build_segnet("lite0-tiny")
+    params = {n for n, _ in start.named_parameters()}
+    for k, v in start.state_dict().items():
+        if ".backbone.net." in k:
+            assert torch.equal(a[k], v), k
+        elif k in params:
+            assert not torch.equal(a[k], v), k

@@ -158,7 +158,10 @@ class LiteFPN(nn.Module):
         self.out_channels = cfg.fpn_width
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        f8, f16, f32 = self.net.features(x)
+        return self.merge(*self.net.features(x))
+
+    def merge(self, f8: torch.Tensor, f16: torch.Tensor, f32: torch.Tensor) -> torch.Tensor:
+        """The top-down merge alone, so training can feed it cached EfficientNet features."""
         y = self.lateral[2](f32)
         y = _up(y, f16) + self.lateral[1](f16)
         y = _up(y, f8) + self.lateral[0](f8)

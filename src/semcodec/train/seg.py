@@ -32,6 +32,13 @@ from semcodec.train.common import (
     setup_distributed,
 )
 from semcodec.train.data import SegAugment, class_weights, read_split, synthetic_segmentation
+from semcodec.train.featcache import (
+    CachePlan,
+    FeatureCache,
+    build_cache,
+    cached_logits,
+    freeze_backbone,
+)
 from semcodec.train.persons import NOT_PERSON, PERSON, PersonAugment, read_person_set
 
 
@@ -58,6 +65,10 @@ class SegTrainConfig:
     person_share: float = 0.125  # share of each batch drawn from the person photos
     person_scale: tuple[float, float] = (0.35, 3.0)  # relative to the photo fitting the crop
     scale: tuple[float, float] = (0.6, 1.4)  # CamVid frames' random scale (B1)
+    # lite0: EfficientNets frozen, their features of cache_crops crops reused cache_epochs times
+    freeze_backbone: bool = False
+    cache_crops: int = 256
+    cache_epochs: int = 4
 
 
 def seg_loss(
@@ -104,6 +115,20 @@ def train_step(net, opt, x, y, weight, device, bf16: bool) -> float:
     with autocast(device, bf16):
         logits = net(x.to(device))
     loss = seg_loss(logits, y.to(device), None if weight is None else weight.to(device))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def cached_step(
+    net: SegNet, opt, cache: FeatureCache, idx: torch.Tensor, weight, device, bf16: bool
+) -> float:
+    """One step of the frozen-backbone mode on cached crops; returns the loss."""
+    with autocast(device, bf16):
+        logits = cached_logits(net, cache, idx.to(device))
+    target = cache.labels[idx.to(device)].long()
+    loss = seg_loss(logits, target, None if weight is None else weight.to(device))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -179,19 +204,40 @@ def train_seg(
     aug = SegAugment(cfg.crop, scale=cfg.scale, seed=cfg.seed * 1000 + rank + step)
     persons = read_person_set(Path(cfg.person_data)) if cfg.person_data else None
     person_aug = PersonAugment(cfg.crop, cfg.person_scale, seed=cfg.seed * 1000 + rank + step + 7)
-    if state is not None and "data_order" in state:  # continue the interrupted run's draws
-        restore_data_order(json.loads(state["data_order"]), aug, person_aug)
+    order = json.loads(state["data_order"]) if state is not None and "data_order" in state else {}
+    if order:  # continue the interrupted run's draws
+        restore_data_order(order, aug, person_aug)
+    plan = frozen_plan(cfg, world)
+    cache: FeatureCache | None = None
+    block_start: dict = {}
     prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
     last_save, seen, hours = time.time(), 0, float(state.get("hours", 0.0)) if state else 0.0
     t_start = time.time()
     net.train()
+    if plan is not None:
+        freeze_backbone(net)
     end = cfg.iters if stop_at is None else min(stop_at, cfg.iters)
     while step < end:
         lr = poly_lr(cfg.lr, step, cfg.iters)
         for g in opt.param_groups:
             g["lr"] = lr * g.get("lr_scale", 1.0)
-        x, y = draw_batch(aug, images, labels, cfg, person_aug, persons)
-        loss = train_step(model, opt, x, y, weight, device, cfg.bf16)
+        if plan is None:
+            x, y = draw_batch(aug, images, labels, cfg, person_aug, persons)
+            loss = train_step(model, opt, x, y, weight, device, cfg.bf16)
+        else:
+            if cache is None or step % plan.steps_per_block == 0:
+                if cache is None and order.get("block") == plan.block_of(step):
+                    restore_data_order(order["block_start"], aug, person_aug)  # rebuild it
+                block_start = data_order(aug, person_aug)
+                cache = build_cache(
+                    net,
+                    lambda: draw_batch(aug, images, labels, cfg, person_aug, persons),
+                    plan.steps_per_epoch,
+                    device,
+                    cfg.bf16,
+                )
+            idx = plan.batch_indices(step)
+            loss = cached_step(net, opt, cache, idx, weight, device, cfg.bf16)
         step += 1
         seen += cfg.batch * world
         prog.update(step, seen, loss=loss, lr=lr)
@@ -208,12 +254,29 @@ def train_seg(
                     "step": step,
                     "hours": h,
                     "config": json.dumps(asdict(cfg)),
-                    "data_order": json.dumps(data_order(aug, person_aug)),
+                    "data_order": json.dumps(
+                        data_order(aug, person_aug)
+                        if plan is None
+                        else {
+                            **data_order(aug, person_aug),
+                            "block": plan.block_of(step - 1),
+                            "block_start": block_start,
+                        }
+                    ),
                 },
             )
             last_save = time.time()
     cleanup_distributed()
     return net
+
+
+def frozen_plan(cfg: SegTrainConfig, world: int) -> CachePlan | None:
+    """The feature-cache plan of a --freeze-backbone run (one process), else None."""
+    if not cfg.freeze_backbone:
+        return None
+    if world > 1:
+        raise click.UsageError("--freeze-backbone trains in one process (no torchrun)")
+    return CachePlan(cfg.cache_crops, cfg.cache_epochs, cfg.batch, cfg.seed)
 
 
 def data_order(aug: SegAugment, person_aug: PersonAugment) -> dict:
@@ -369,6 +432,20 @@ def export_seg_weights(ckpt: Path, dest: Path) -> None:
 )
 @click.option("--person-share", default=0.125, show_default=True, help="share of each batch")
 @click.option("--scale", default="0.6-1.4", show_default=True, help="CamVid random scale range")
+@click.option(
+    "--freeze-backbone",
+    is_flag=True,
+    help="lite0: EfficientNets frozen, the rest trained on their cached features",
+)
+@click.option(
+    "--cache-crops", default=256, show_default=True, help="--freeze-backbone: crops per cache"
+)
+@click.option(
+    "--cache-epochs",
+    default=4,
+    show_default=True,
+    help="--freeze-backbone: passes over a cache before the next is drawn",
+)
 def seg_command(
     data,
     out,
@@ -390,6 +467,9 @@ def seg_command(
     person_data,
     person_share,
     scale,
+    freeze_backbone,
+    cache_crops,
+    cache_epochs,
 ):
     """Train the segmentation network (design B) on CamVid."""
     ch, cw = (int(v) for v in crop.lower().split("x"))
@@ -409,6 +489,9 @@ def seg_command(
         person_data=str(person_data or ""),
         person_share=person_share,
         scale=(lo, hi),
+        freeze_backbone=freeze_backbone,
+        cache_crops=cache_crops,
+        cache_epochs=cache_epochs,
     )
     out.mkdir(parents=True, exist_ok=True)
     train_seg(
