@@ -14,13 +14,19 @@ result does not depend on the band size (or the image's size beyond its own pixe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from semcodec.intgrid.generator import ACC_LIMIT, IntConv, round_div
+from semcodec.intgrid.ops import (
+    IntConv,
+    accumulator_bound,
+    round_div,
+    shuffle,
+    unshuffle,
+    within_budget,
+)
 
 CENTRE = 128
 CORR_SHIFT = 6  # the last layer's output grid: 2**-6 pixel levels
@@ -92,9 +98,9 @@ class IntEnhancer:
             a, b = max(0, y0 - HALO), min(nh, y1 + HALO)
             lines = np.minimum(np.arange(a * s, b * s), h - 1)
             x = rgb[lines][:, cols].astype(np.int16) - CENTRE
-            x = _unshuffle(x, s).astype(np.float32)  # exact integers
+            x = unshuffle(x, s).astype(np.float32)  # exact integers
             e = self._run(x, rows[idx[a:b]])[y0 - a : y1 - a]
-            out = _shuffle(e, s)[:, :w]
+            out = shuffle(e, s)[:, :w]
             yield y0 * s, out[: max(0, min(h - y0 * s, out.shape[0]))]
 
     def correction(self, rgb: np.ndarray, labels: np.ndarray, quality: int) -> np.ndarray:
@@ -155,76 +161,20 @@ def neutral(classes: int) -> Adjust:
     )
 
 
-def _unshuffle(x: np.ndarray, s: int) -> np.ndarray:
-    """(H, W, C) → (H/s, W/s, C s s) in torch's pixel_unshuffle channel order (c, dy, dx)."""
-    h, w, c = x.shape
-    return x.reshape(h // s, s, w // s, s, c).transpose(0, 2, 4, 1, 3).reshape(h // s, w // s, -1)
-
-
-def _shuffle(x: np.ndarray, s: int) -> np.ndarray:
-    """Inverse of _unshuffle: (h, w, C s s) → (h s, w s, C)."""
-    h, w, cs = x.shape
-    c = cs // (s * s)
-    return x.reshape(h, w, c, s, s).transpose(0, 3, 1, 4, 2).reshape(h * s, w * s, c)
-
-
 def check_enh_table(state: dict[str, np.ndarray]) -> None:
     """ValueError unless every accumulator of the table stays within fp32's exact integers."""
     meta = {k: int(v) for k, v in zip(ENH_META, state["meta"].tolist(), strict=True)}
     n = meta["layers"] + 2
     amax = meta["act_max"]
     for i in range(n):
-        w = state[f"c{i}.w"].astype(np.int64)
-        b = state[f"c{i}.b"].astype(np.int64)
-        in_max = CENTRE if i == 0 else amax
-        l1 = np.abs(w).sum(axis=(1, 2, 3)) * in_max + np.abs(b)
+        extra = 0
         if i == 0:
-            for key in ("class_bias", "quality_bias"):
-                l1 = l1 + np.abs(state[key].astype(np.int64)).max(axis=0)
-        if int(l1.max()) > ACC_LIMIT:
+            extra = sum(
+                np.abs(state[key].astype(np.int64)).max(axis=0)
+                for key in ("class_bias", "quality_bias")
+            )
+        in_max = CENTRE if i == 0 else amax
+        if not within_budget(accumulator_bound(state[f"c{i}.w"], state[f"c{i}.b"], in_max, extra)):
             raise ValueError(f"enhancement layer {i} can leave fp32's exact range")
     if meta["s2d"] not in (1, 2, 4, 8) or state["c0.w"].shape[1] != 3 * meta["s2d"] ** 2:
         raise ValueError("enhancement table: bad space-to-depth layout")
-
-
-# ----- conversion from the float network (at export, or for random test bundles) --------------
-def _exponent(l1: float) -> int:
-    """Smallest power-of-two unit with l1 / unit <= ACC_LIMIT."""
-    return math.floor(math.log2(max(l1, 1e-30) / ACC_LIMIT))
-
-
-def int_layer(
-    w: np.ndarray,
-    b: np.ndarray,
-    in_scale: float,
-    in_max: int,
-    e_out: int,
-    extras: tuple[np.ndarray, ...] = (),
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Integer weights, bias, shift (and extra bias tables) on the finest grid within 2**24.
-
-    w (out, in, k, k) real; inputs are integers |q| <= in_max worth in_scale each; e_out the
-    output grid (real = int * 2**e_out); extras: (rows, out) real bias tables, one row of each
-    added per pixel, so each adds its largest |value| per channel to the budget.
-    """
-    out_ch = w.shape[0]
-    ws = w.astype(np.float64) * in_scale
-    wi = np.zeros(w.shape, np.int64)
-    bi = np.zeros(out_ch, np.int64)
-    sh = np.zeros(out_ch, np.int64)
-    xi = [np.zeros(x.shape, np.int64) for x in extras]
-    for c in range(out_ch):
-        add = sum(float(np.abs(x[:, c]).max()) for x in extras)
-        e = _exponent(float(np.abs(ws[c]).sum() * in_max + abs(b[c]) + add))
-        while True:
-            cw = np.round(ws[c] / 2.0**e).astype(np.int64)
-            cb = int(round(float(b[c]) / 2.0**e))
-            cx = [np.round(x[:, c] / 2.0**e).astype(np.int64) for x in extras]
-            total = int(np.abs(cw).sum()) * in_max + abs(cb) + sum(int(np.abs(v).max()) for v in cx)
-            if total <= ACC_LIMIT:
-                break
-            e += 1
-        wi[c], bi[c], sh[c] = cw, cb, e_out - e
-        for dst, v in zip(xi, cx, strict=True):
-            dst[:, c] = v
-    return wi.astype(np.int32), bi.astype(np.int32), sh.astype(np.int32), xi
