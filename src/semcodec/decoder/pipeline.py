@@ -34,7 +34,7 @@ from semcodec.format.metadata import Metadata, decode_metadata
 from semcodec.format.residual import backend_by_code
 from semcodec.format.tiling import DEFAULT_TILING, MIN_SIDE, MULTIPLE, Tiling, blocks, grow
 from semcodec.imageio import pil_pixel_limit
-from semcodec.intgrid.enhancer import Adjust
+from semcodec.intgrid.enhancer import Adjust, IntEnhancer
 
 # (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
 GeneratorKernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -69,6 +69,17 @@ def auto_kernel(parts: DecoderParts) -> GeneratorKernel:
 
         return torch_kernel(parts.generator)
     return numpy_kernel(parts)
+
+
+def auto_enhancer(parts: DecoderParts) -> IntEnhancer | None:
+    """The enhancement network on torch's convolutions when torch is already imported (faster
+    on large pictures, the same pixels), else on numpy's; None for a release without one."""
+    enh = parts.int_enhancer()
+    if enh is not None and "torch" in sys.modules:
+        from semcodec.intgrid.enhancer_torch import torch_band_kernel
+
+        enh.kernel = torch_band_kernel(enh)
+    return enh
 
 
 def deferred_kernel(make: Callable[[], GeneratorKernel]) -> GeneratorKernel:
@@ -127,7 +138,7 @@ class Decoder:
     ):
         self.parts = parts
         self.enhance = enhance  # False: leave out the ENHANCE layer (benchmarks: its gain)
-        self.enhancer = parts.int_enhancer()
+        self.enhancer = auto_enhancer(parts)
         self.kernel = kernel if kernel is not None else deferred_kernel(lambda: auto_kernel(parts))
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING

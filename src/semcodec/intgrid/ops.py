@@ -10,7 +10,8 @@ models/enhance.py) share this one definition of the grid.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,6 +129,46 @@ def scaled(
 
 
 # ----- the exact convolution --------------------------------------------------------------------
+CHUNK_BYTES = 1 << 20  # im2col rows per matrix product: about half an L2 cache
+
+
+@dataclass(frozen=True)
+class Padded:
+    """A zero-padded (h, w, c) picture as one flat fp32 buffer, rows of w + 2p pixels.
+
+    Pixel (y, x) sits at flat pixel (y + p) (w + 2p) + x + p; the k*k taps of output pixel
+    j = y (w + 2p) + x are then pixels j + dy (w + 2p) + dx, so the im2col matrix of any
+    run of output rows is a strided view, and a convolution's output rows (pads included,
+    zeroed) drop straight into the next layer's buffer at offset p (w + 2p) + p.
+    """
+
+    flat: np.ndarray  # float32 ((h + 2p) (w + 2p) + 2p) * c
+    h: int
+    w: int
+    c: int
+    p: int
+
+    @property
+    def wp(self) -> int:
+        return self.w + 2 * self.p
+
+    @classmethod
+    def zeros(cls, h: int, w: int, c: int, p: int) -> Padded:
+        """An all-zero buffer (its pads stay zero)."""
+        wp = w + 2 * p
+        return cls(np.zeros(((h + 2 * p) * wp + 2 * p) * c, np.float32), h, w, c, p)
+
+    def rows(self) -> np.ndarray:
+        """(h, w + 2p, c) view of the picture's rows, pads of the same rows included."""
+        start = (self.p * self.wp + self.p) * self.c
+        size = self.h * self.wp * self.c
+        return self.flat[start : start + size].reshape(self.h, self.wp, self.c)
+
+    def interior(self) -> np.ndarray:
+        """(h, w, c) view of the picture."""
+        return self.rows()[:, : self.w]
+
+
 @dataclass
 class IntConv:
     """out = sum w*q + b on the accumulator grid scaled by 2**-shift (fp32, exact)."""
@@ -137,35 +178,77 @@ class IntConv:
     shift: np.ndarray  # int32 (out,)
 
     def __post_init__(self) -> None:
-        """The scaled integers as one (k*in, out) matrix per kernel row, for the products below."""
+        """The scaled integers as one (k*k*in, out) matrix, rows ordered (dy, dx, in)."""
         w, self._b = scaled(self.weight, self.bias, self.shift)
         o, i, k, _ = w.shape
-        self.k = k
-        # per kernel row dy: rows ordered (dx, in), matching a window of k neighbouring pixels
-        self._w = [
-            np.ascontiguousarray(w[:, :, dy].transpose(2, 1, 0).reshape(k * i, o))
-            for dy in range(k)
-        ]
+        self.k, self.out_channels = k, o
+        self._w = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k * k * i, o))
+
+    @property
+    def pad(self) -> int:
+        return self.k // 2
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """x float32 (H,W,C), zero padded by k//2; returns the exact scaled accumulator (H,W,O).
-
-        The padded image is one flat buffer; the k pixels of a kernel row are then k*C
-        consecutive floats, so each kernel row is one matrix product over a strided view.
-        """
+        """x float32 (H,W,C), zero padded by k//2; returns the exact scaled accumulator (H,W,O)."""
         h, w, c = x.shape
-        k, p = self.k, self.k // 2
-        wp = w + 2 * p
-        flat = np.zeros(((h + 2 * p) * wp + k) * c, np.float32)
-        flat[: (h + 2 * p) * wp * c].reshape(h + 2 * p, wp, c)[p : p + h, p : p + w] = x
-        rows = h * wp
-        out = None
-        for dy in range(k):
-            view = as_strided(flat[dy * wp * c :], shape=(rows, k * c), strides=(4 * c, 4))
-            part = view @ self._w[dy]
-            if out is None:
-                out = part
-            else:
-                out += part
-        out += self._b
-        return out.reshape(h, wp, -1)[:, :w]
+        src = Padded.zeros(h, w, c, self.pad)
+        src.interior()[...] = x
+        out = np.empty((h * src.wp, self.out_channels), np.float32)
+        self.into(src, out)
+        return out.reshape(h, src.wp, -1)[:, :w]
+
+    def into(
+        self,
+        src: Padded,
+        out: np.ndarray,
+        epilogue: Callable[[np.ndarray, int, int], None] | None = None,
+        pool: Executor | None = None,
+        threads: int = 1,
+    ) -> None:
+        """out (h (w + 2p), O) float32 = the accumulator of every output row, pads included.
+
+        Rows go through one matrix product per chunk of about CHUNK_BYTES of im2col (kernel
+        rows and columns fused: K = k*k*C), then epilogue(chunk (rows, w + 2p, O), y0, y1)
+        while the chunk is in cache; with a pool, `threads` runs of rows side by side. Every
+        partial sum is an integer below 2**24 times a power of two, so neither chunks nor
+        threads change a bit of the result.
+        """
+        if src.p != self.pad or src.c * self.k * self.k != self._w.shape[0]:
+            raise ValueError("IntConv: input buffer does not match the kernel")
+        step = max(1, CHUNK_BYTES // (src.wp * self._w.shape[0] * 4))
+        if pool is None or threads <= 1 or src.h <= step:
+            self._rows(src, out, epilogue, 0, src.h, step)
+            return
+        cuts = [src.h * t // threads for t in range(threads + 1)]
+        jobs = [
+            pool.submit(self._rows, src, out, epilogue, y0, y1, step)
+            for y0, y1 in zip(cuts, cuts[1:], strict=False)
+            if y1 > y0
+        ]
+        for job in jobs:
+            job.result()
+
+    def _rows(
+        self,
+        src: Padded,
+        out: np.ndarray,
+        epilogue: Callable[[np.ndarray, int, int], None] | None,
+        start: int,
+        stop: int,
+        step: int,
+    ) -> None:
+        """Output rows start..stop, chunk by chunk (one im2col buffer, reused)."""
+        k, c, wp = self.k, src.c, src.wp
+        cols = np.empty((min(step, stop - start) * wp, k, k * c), np.float32)
+        for y0 in range(start, stop, step):
+            y1 = min(stop, y0 + step)
+            n = (y1 - y0) * wp
+            view = as_strided(
+                src.flat[y0 * wp * c :], shape=(n, k, k * c), strides=(4 * c, 4 * wp * c, 4)
+            )
+            np.copyto(cols[:n], view)
+            part = out[y0 * wp : y1 * wp]
+            np.matmul(cols[:n].reshape(n, -1), self._w, out=part)
+            part += self._b
+            if epilogue is not None:
+                epilogue(part.reshape(y1 - y0, wp, -1), y0, y1)
