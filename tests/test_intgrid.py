@@ -73,12 +73,16 @@ def edge_layer(
     rng: np.random.Generator, co: int, ci: int, in_max: int, extra: np.ndarray | int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Integer weights and bias whose accumulator bound is exactly 2**24 - 1 per channel; half
-    the channels' weights share one sign, so flat inputs drive their sums to the edge."""
+    the channels' weights share one sign, so flat inputs drive their sums to the edge, and the
+    last channel's sum is mostly one weight too wide for fp16 or bf16."""
     w = rng.integers(-1000, 1001, (co, ci, 3, 3))
     w[: co // 2] = np.abs(w[: co // 2]) * rng.choice([-1, 1], (co // 2, 1, 1, 1))
     room = (ops.ACC_LIMIT - np.broadcast_to(extra, (co,))) * 0.97
     w = np.trunc(w * (room / (np.abs(w).sum(axis=(1, 2, 3)) * in_max))[:, None, None, None])
     w = w.astype(np.int64)
+    w[-1] = rng.integers(-3, 4, (ci, 3, 3))  # the last channel: one odd weight of ~15 bits
+    w[-1, 0, 1, 1] = 0
+    w[-1, 0, 1, 1] = (int(room[-1]) // in_max - np.abs(w[-1]).sum()) | 1
     b = ops.ACC_LIMIT - ops.accumulator_bound(w, np.zeros(co, np.int64), in_max, extra)
     b = b * rng.choice([-1, 1], co)
     assert (ops.accumulator_bound(w, b, in_max, extra) == ops.ACC_LIMIT).all()
