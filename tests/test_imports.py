@@ -47,6 +47,9 @@ DECODER_EXCEPTIONS = {
     ("semcodec.decoder.pipeline", "semcodec.intgrid.generator_torch"): (
         "auto_kernel takes torch's integer kernel only when torch is imported already"
     ),
+    ("semcodec.decoder.pipeline", "semcodec.intgrid.enhancer_torch"): (
+        "auto_enhancer takes torch's band kernel only when torch is imported already"
+    ),
 }
 
 # The command line: the library below it must not import it.

@@ -42,7 +42,7 @@ from semcodec.format.tiling import (
     grow,
 )
 from semcodec.imageio import pil_pixel_limit
-from semcodec.intgrid.enhancer import Adjust
+from semcodec.intgrid.enhancer import Adjust, IntEnhancer
 
 # (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
 GeneratorKernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -77,6 +77,17 @@ def auto_kernel(parts: DecoderParts) -> GeneratorKernel:
 
         return torch_kernel(parts.generator)
     return numpy_kernel(parts)
+
+
+def auto_enhancer(parts: DecoderParts) -> IntEnhancer | None:
+    """The enhancement network on torch's convolutions when torch is already imported (faster
+    on large pictures, the same pixels), else on numpy's; None for a release without one."""
+    enh = parts.int_enhancer()
+    if enh is not None and "torch" in sys.modules:
+        from semcodec.intgrid.enhancer_torch import torch_band_kernel
+
+        enh.kernel = torch_band_kernel(enh)
+    return enh
 
 
 def deferred_kernel(make: Callable[[], GeneratorKernel]) -> GeneratorKernel:
@@ -135,7 +146,7 @@ class Decoder:
     ):
         self.parts = parts
         self.enhance = enhance  # False: leave out the ENHANCE layer (benchmarks: its gain)
-        self.enhancer = parts.int_enhancer()
+        self.enhancer = auto_enhancer(parts)
         self.kernel = kernel if kernel is not None else deferred_kernel(lambda: auto_kernel(parts))
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING

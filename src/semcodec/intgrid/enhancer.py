@@ -14,21 +14,29 @@ result does not depend on the band size (or the image's size beyond its own pixe
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from semcodec.intgrid.generator import ACC_LIMIT, IntConv, round_div
+from semcodec.intgrid.ops import (
+    IntConv,
+    Padded,
+    accumulator_bound,
+    round_div,
+    shuffle,
+    unshuffle,
+    within_budget,
+)
 
 CENTRE = 128
 CORR_SHIFT = 6  # the last layer's output grid: 2**-6 pixel levels
 GAIN_ONE = 8  # gains are stored in eighths (0..15): 8 is the network as trained
 OFFSET_UNIT = 4  # offsets are stored in quarters of a pixel level (int8)
 ENH_META = ("s2d", "width", "layers", "classes", "act_max")
-BAND = 96  # rows (at the network's 1/s2d scale) per band
-HALO = 8  # rows of context above and below a band: more than the network's reach
+BAND = 128  # rows (at the network's 1/s2d scale) per band; each overlaps by the reach
 
 
 @dataclass(frozen=True)
@@ -41,29 +49,56 @@ class Adjust:
     tile: int = 64  # pixels per tile side
 
 
+# (x float32 (h, w, 3 s s), class index int (h, w), bias rows float32 (classes + 1, width)) →
+# int32 (h, w, 3 s s): the network on one band, in the last layer's grid
+BandKernel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def available_cpus() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 class IntEnhancer:
     """The integer enhancement network of a release, from its stored table."""
 
-    def __init__(self, state: dict[str, np.ndarray]):
-        """Build from the table (enh_table): meta, convs c0..cN, class bias tables."""
+    def __init__(self, state: dict[str, np.ndarray], threads: int | None = None, band: int = BAND):
+        """Build from the table (enh_table): meta, convs c0..cN, class bias tables.
+
+        threads: the numpy kernel's threads (default: the available cores); band: rows per
+        band at the network's scale. The result depends on neither.
+        """
         self.meta = {k: int(v) for k, v in zip(ENH_META, state["meta"].tolist(), strict=True)}
         n = self.meta["layers"] + 2
         self.convs = [
             IntConv(state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"]) for i in range(n)
         ]
+        if len({c.k for c in self.convs}) != 1 or self.convs[0].k % 2 == 0:
+            raise ValueError("enhancement table: convolutions of one odd kernel size expected")
         self.class_bias = state["class_bias"].astype(np.int64)  # (classes + 1, width)
         self.quality_bias = state["quality_bias"].astype(np.int64)  # (classes + 1, width)
         self.state = state
+        self.threads = max(1, threads or available_cpus())
+        self.band = max(1, band)
+        self.kernel: BandKernel = self.run_numpy
 
     @property
     def classes(self) -> int:
         return self.meta["classes"]
 
+    @property
+    def reach(self) -> int:
+        """Rows (at the network's scale) an output row depends on, either side: the halo."""
+        return sum(c.pad for c in self.convs)
+
     def check(self) -> None:
         """Refuse a table whose accumulators could leave fp32's exact integers."""
         check_enh_table(self.state)
 
-    def _bias_rows(self, quality: int) -> np.ndarray:
+    def bias_rows(self, quality: int) -> np.ndarray:
         """float32 (classes + 1, width): the first layer's class bias at this quality, scaled."""
         rows = self.class_bias + round_div(int(quality) * self.quality_bias, 100)
         scale = np.power(2.0, -self.convs[0].shift.astype(np.float64))
@@ -77,7 +112,8 @@ class IntEnhancer:
 
         labels (ceil(H/8), ceil(W/8)) is the file's map; values above the classes (unknown)
         take the last row of the bias tables. The picture is extended to the map's grid by
-        repeating its last row and column.
+        repeating its last row and column. Bands overlap by the network's reach, so the
+        result depends neither on the band size nor on the kernel.
         """
         h, w = rgb.shape[:2]
         s = self.meta["s2d"]
@@ -85,16 +121,17 @@ class IntEnhancer:
         nh = gh * 8 // s  # rows of the network's grid
         idx = np.minimum(labels.astype(np.int64), self.classes)
         idx = np.repeat(np.repeat(idx, 8 // s, 0), 8 // s, 1)  # the map at the network's scale
-        rows = self._bias_rows(quality)
+        rows = self.bias_rows(quality)
         cols = np.minimum(np.arange(gw * 8), w - 1)
-        for y0 in range(0, nh, BAND):
-            y1 = min(nh, y0 + BAND)
-            a, b = max(0, y0 - HALO), min(nh, y1 + HALO)
+        halo = self.reach
+        for y0 in range(0, nh, self.band):
+            y1 = min(nh, y0 + self.band)
+            a, b = max(0, y0 - halo), min(nh, y1 + halo)
             lines = np.minimum(np.arange(a * s, b * s), h - 1)
             x = rgb[lines][:, cols].astype(np.int16) - CENTRE
-            x = _unshuffle(x, s).astype(np.float32)  # exact integers
-            e = self._run(x, rows[idx[a:b]])[y0 - a : y1 - a]
-            out = _shuffle(e, s)[:, :w]
+            x = unshuffle(x, s).astype(np.float32)  # exact integers
+            e = self.kernel(x, idx[a:b], rows)[y0 - a : y1 - a]
+            out = shuffle(e, s)[:, :w]
             yield y0 * s, out[: max(0, min(h - y0 * s, out.shape[0]))]
 
     def correction(self, rgb: np.ndarray, labels: np.ndarray, quality: int) -> np.ndarray:
@@ -112,15 +149,41 @@ class IntEnhancer:
             out[y0:y1] = apply(rgb[y0:y1], corr, labels, adjust, self.classes, y0)
         return out
 
-    def _run(self, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        """The network on one band: int64 (h, w, 3 s s) in the last layer's grid."""
-        amax = self.meta["act_max"]
-        v = self.convs[0](x)
-        v += bias
-        v = np.clip(np.round(v), 0, amax)
-        for conv in self.convs[1:-1]:
-            v = np.clip(np.round(conv(v)), 0, amax)
-        return np.round(self.convs[-1](v)).astype(np.int32)
+    def run_numpy(self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The network on one band in numpy (BandKernel): fp32 matrix products, in place."""
+        if self.threads == 1:
+            return self._run(x, idx, rows, None)
+        with ThreadPoolExecutor(self.threads) as pool:
+            return self._run(x, idx, rows, pool)
+
+    def _run(
+        self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray, pool: Executor | None
+    ) -> np.ndarray:
+        """Each layer's output goes straight into the next one's padded buffer."""
+        h, w, _ = x.shape
+        amax, p = np.float32(self.meta["act_max"]), self.convs[0].pad
+        src = Padded.zeros(h, w, x.shape[2], p)
+        src.interior()[...] = x
+        for i, conv in enumerate(self.convs[:-1]):
+            dst = Padded.zeros(h, w, conv.out_channels, p)
+
+            def hidden(v: np.ndarray, y0: int, y1: int, first: bool = i == 0) -> None:
+                if first:
+                    v[:, :w] += rows[idx[y0:y1]]
+                np.round(v, out=v)
+                np.clip(v, 0, amax, out=v)
+                v[:, w:] = 0  # the next layer's pads
+
+            conv.into(src, dst.rows().reshape(h * dst.wp, -1), hidden, pool, self.threads)
+            src = dst
+        last = self.convs[-1]
+        out = np.empty((h * src.wp, last.out_channels), np.float32)
+
+        def final(v: np.ndarray, y0: int, y1: int) -> None:
+            np.round(v, out=v)
+
+        last.into(src, out, final, pool, self.threads)
+        return out.reshape(h, src.wp, -1)[:, :w].astype(np.int32)
 
 
 def apply(
@@ -155,76 +218,20 @@ def neutral(classes: int) -> Adjust:
     )
 
 
-def _unshuffle(x: np.ndarray, s: int) -> np.ndarray:
-    """(H, W, C) → (H/s, W/s, C s s) in torch's pixel_unshuffle channel order (c, dy, dx)."""
-    h, w, c = x.shape
-    return x.reshape(h // s, s, w // s, s, c).transpose(0, 2, 4, 1, 3).reshape(h // s, w // s, -1)
-
-
-def _shuffle(x: np.ndarray, s: int) -> np.ndarray:
-    """Inverse of _unshuffle: (h, w, C s s) → (h s, w s, C)."""
-    h, w, cs = x.shape
-    c = cs // (s * s)
-    return x.reshape(h, w, c, s, s).transpose(0, 3, 1, 4, 2).reshape(h * s, w * s, c)
-
-
 def check_enh_table(state: dict[str, np.ndarray]) -> None:
     """ValueError unless every accumulator of the table stays within fp32's exact integers."""
     meta = {k: int(v) for k, v in zip(ENH_META, state["meta"].tolist(), strict=True)}
     n = meta["layers"] + 2
     amax = meta["act_max"]
     for i in range(n):
-        w = state[f"c{i}.w"].astype(np.int64)
-        b = state[f"c{i}.b"].astype(np.int64)
-        in_max = CENTRE if i == 0 else amax
-        l1 = np.abs(w).sum(axis=(1, 2, 3)) * in_max + np.abs(b)
+        extra = 0
         if i == 0:
-            for key in ("class_bias", "quality_bias"):
-                l1 = l1 + np.abs(state[key].astype(np.int64)).max(axis=0)
-        if int(l1.max()) > ACC_LIMIT:
+            extra = sum(
+                np.abs(state[key].astype(np.int64)).max(axis=0)
+                for key in ("class_bias", "quality_bias")
+            )
+        in_max = CENTRE if i == 0 else amax
+        if not within_budget(accumulator_bound(state[f"c{i}.w"], state[f"c{i}.b"], in_max, extra)):
             raise ValueError(f"enhancement layer {i} can leave fp32's exact range")
     if meta["s2d"] not in (1, 2, 4, 8) or state["c0.w"].shape[1] != 3 * meta["s2d"] ** 2:
         raise ValueError("enhancement table: bad space-to-depth layout")
-
-
-# ----- conversion from the float network (at export, or for random test bundles) --------------
-def _exponent(l1: float) -> int:
-    """Smallest power-of-two unit with l1 / unit <= ACC_LIMIT."""
-    return math.floor(math.log2(max(l1, 1e-30) / ACC_LIMIT))
-
-
-def int_layer(
-    w: np.ndarray,
-    b: np.ndarray,
-    in_scale: float,
-    in_max: int,
-    e_out: int,
-    extras: tuple[np.ndarray, ...] = (),
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Integer weights, bias, shift (and extra bias tables) on the finest grid within 2**24.
-
-    w (out, in, k, k) real; inputs are integers |q| <= in_max worth in_scale each; e_out the
-    output grid (real = int * 2**e_out); extras: (rows, out) real bias tables, one row of each
-    added per pixel, so each adds its largest |value| per channel to the budget.
-    """
-    out_ch = w.shape[0]
-    ws = w.astype(np.float64) * in_scale
-    wi = np.zeros(w.shape, np.int64)
-    bi = np.zeros(out_ch, np.int64)
-    sh = np.zeros(out_ch, np.int64)
-    xi = [np.zeros(x.shape, np.int64) for x in extras]
-    for c in range(out_ch):
-        add = sum(float(np.abs(x[:, c]).max()) for x in extras)
-        e = _exponent(float(np.abs(ws[c]).sum() * in_max + abs(b[c]) + add))
-        while True:
-            cw = np.round(ws[c] / 2.0**e).astype(np.int64)
-            cb = int(round(float(b[c]) / 2.0**e))
-            cx = [np.round(x[:, c] / 2.0**e).astype(np.int64) for x in extras]
-            total = int(np.abs(cw).sum()) * in_max + abs(cb) + sum(int(np.abs(v).max()) for v in cx)
-            if total <= ACC_LIMIT:
-                break
-            e += 1
-        wi[c], bi[c], sh[c] = cw, cb, e_out - e
-        for dst, v in zip(xi, cx, strict=True):
-            dst[:, c] = v
-    return wi.astype(np.int32), bi.astype(np.int32), sh.astype(np.int32), xi

@@ -10,13 +10,19 @@ product in numpy's BLAS gives the pixels of torch's convolution kernels bit for 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from semcodec.format.classes import UNKNOWN_AS
 from semcodec.format.tiling import MAP_SCALE
+from semcodec.intgrid.ops import (
+    IntConv,
+    accumulator_bound,
+    round_div,
+    shuffle,
+    unshuffle,
+    within_budget,
+)
 
 FACTOR = MAP_SCALE  # compact layer → pixels: one symbol per map block
 DETAIL_SHIFT = 16  # grid of the detail the last conv adds to the base: 2**-16 of [-1, 1]
@@ -48,59 +54,6 @@ def integer_base(symbols: np.ndarray, levels: int) -> np.ndarray:
     rows = s[:, y0, :] * (16 - fy)[:, None] + s[:, y1, :] * fy[:, None]
     b = rows[:, :, x0] * (16 - fx) + rows[:, :, x1] * fx
     return 2 * b - 256 * (levels - 1)
-
-
-def round_div(num: np.ndarray, den: int) -> np.ndarray:
-    """num / den rounded half to even, exactly, for int64 num and a positive int den."""
-    q = np.floor_divide(num, den)
-    r2 = 2 * (num - q * den)
-    up = (r2 > den) | ((r2 == den) & (q % 2 == 1))
-    return q + up.astype(np.int64)
-
-
-@dataclass
-class IntConv:
-    """out = sum w*q + b on the accumulator grid scaled by 2**-shift (fp32, exact)."""
-
-    weight: np.ndarray  # int32 (out, in, k, k)
-    bias: np.ndarray  # int32 (out,)
-    shift: np.ndarray  # int32 (out,)
-
-    def __post_init__(self) -> None:
-        """The scaled integers as one (k*in, out) matrix per kernel row, for the products below."""
-        scale = np.power(2.0, -self.shift.astype(np.float64))
-        w = self.weight.astype(np.float64) * scale[:, None, None, None]
-        o, i, k, _ = w.shape
-        self.k = k
-        # per kernel row dy: rows ordered (dx, in), matching a window of k neighbouring pixels
-        self._w = [
-            np.ascontiguousarray(w[:, :, dy].transpose(2, 1, 0).reshape(k * i, o), np.float32)
-            for dy in range(k)
-        ]
-        self._b = (self.bias.astype(np.float64) * scale).astype(np.float32)
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """x float32 (H,W,C), zero padded by k//2; returns the exact scaled accumulator (H,W,O).
-
-        The padded image is one flat buffer; the k pixels of a kernel row are then k*C
-        consecutive floats, so each kernel row is one matrix product over a strided view.
-        """
-        h, w, c = x.shape
-        k, p = self.k, self.k // 2
-        wp = w + 2 * p
-        flat = np.zeros(((h + 2 * p) * wp + k) * c, np.float32)
-        flat[: (h + 2 * p) * wp * c].reshape(h + 2 * p, wp, c)[p : p + h, p : p + w] = x
-        rows = h * wp
-        out = None
-        for dy in range(k):
-            view = as_strided(flat[dy * wp * c :], shape=(rows, k * c), strides=(4 * c, 4))
-            part = view @ self._w[dy]
-            if out is None:
-                out = part
-            else:
-                out += part
-        out += self._b
-        return out.reshape(h, wp, -1)[:, :w]
 
 
 class IntGenerator:
@@ -148,8 +101,7 @@ class IntGenerator:
         c, hh, ww = u.shape
         h, w = hh // s, ww // s
         qb = np.round(u / base_step(levels)).astype(np.float32)  # exact: a power of two
-        # pixel_unshuffle to HWC: channel index c*s*s + dy*s + dx
-        qb = qb.reshape(c, h, s, w, s).transpose(1, 3, 0, 2, 4).reshape(h, w, c * s * s)
+        qb = unshuffle(qb.transpose(1, 2, 0), s)  # HWC, channel index c*s*s + dy*s + dx
         lab = np.maximum(labels.astype(np.int64), 0)
         lab = np.where(lab >= classes, UNKNOWN_AS, lab)  # the map's UNKNOWN: classes.py
         rep = FACTOR // s
@@ -166,8 +118,7 @@ class IntGenerator:
             del hid
         e = np.round(self.convs[-1](self._quantise(x, m["blocks"])))
         del x
-        # pixel_shuffle back: channel c*s*s + dy*s + dx → (c, y*s+dy, x*s+dx)
-        detail = e.reshape(h, w, RGB, s, s).transpose(2, 0, 3, 1, 4).reshape(RGB, hh, ww)
+        detail = shuffle(e, s).transpose(2, 0, 1)  # channel c*s*s + dy*s + dx → (c, y*s+dy, x*s+dx)
         return to_pixels(u[:RGB], detail.astype(np.int64), levels).transpose(1, 2, 0)
 
     def _quantise(self, x: np.ndarray, i: int) -> np.ndarray:
@@ -183,9 +134,6 @@ def to_pixels(u: np.ndarray, detail: np.ndarray, levels: int) -> np.ndarray:
     return np.clip(round_div(num, 2 * k * (1 << DETAIL_SHIFT)), 0, 255).astype(np.uint8)
 
 
-ACC_LIMIT = (1 << 24) - 1  # largest |partial sum| an fp32 accumulator holds exactly
-
-
 def check_table(state: dict[str, np.ndarray]) -> None:
     """Refuse a table whose accumulators could leave fp32's exact integers (ValueError)."""
     m = {k: int(v) for k, v in zip(META, np.asarray(state["meta"]).tolist(), strict=True)}
@@ -199,11 +147,11 @@ def check_table(state: dict[str, np.ndarray]) -> None:
     for _ in range(m["blocks"]):
         bounds_in += [np.full(width, m["input_max"]), np.full(width, m["act_max"])]
     bounds_in.append(np.full(width, m["input_max"]))
-    worst = 0
-    for w, b, bound in zip(weights, biases, bounds_in, strict=True):
-        l1 = np.abs(w).sum(axis=(2, 3))  # (out, in)
-        worst = max(worst, int((l1 @ bound.astype(np.int64) + np.abs(b)).max()))
-    if worst > ACC_LIMIT:
+    worst = max(
+        int(accumulator_bound(w, b, bound).max())
+        for w, b, bound in zip(weights, biases, bounds_in, strict=True)
+    )
+    if not within_budget(worst):
         raise ValueError(f"integer generator table exceeds 2**24 (bound {worst})")
 
 

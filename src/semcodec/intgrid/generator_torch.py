@@ -23,7 +23,6 @@ integer table a bundle stores (weights, biases, shifts), never recomputed from f
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -32,10 +31,11 @@ import torch
 import torch.nn.functional as F
 
 from semcodec.intgrid import generator as intgen
+from semcodec.intgrid import ops
 from semcodec.models.compnet import dequantize
 from semcodec.models.generator import RGB, Generator
 
-ACC_LIMIT = intgen.ACC_LIMIT  # largest |partial sum| an fp32 accumulator holds exactly
+ACC_LIMIT = ops.ACC_LIMIT  # largest |partial sum| an fp32 accumulator holds exactly
 FACTOR = intgen.FACTOR  # compact layer → pixels
 DETAIL_SHIFT = intgen.DETAIL_SHIFT  # the last conv's grid: 2**-16 of the [-1, 1] range
 base_step = intgen.base_step
@@ -89,11 +89,8 @@ def integer_base(symbols: torch.Tensor, levels: int) -> torch.Tensor:
 
 
 def _round_div(num: torch.Tensor, den: int) -> torch.Tensor:
-    """num / den rounded half to even, exactly, for int64 num and a positive int den."""
-    q = torch.div(num, den, rounding_mode="floor")
-    r2 = 2 * (num - q * den)
-    up = (r2 > den) | ((r2 == den) & (q % 2 == 1))
-    return q + up.to(torch.int64)
+    """num / den rounded half to even, exactly (ops.round_div on int64 tensors)."""
+    return torch.from_numpy(ops.round_div(num.to(torch.int64).numpy(), den))
 
 
 @dataclass
@@ -106,9 +103,8 @@ class IntConv:
 
     def __post_init__(self) -> None:
         """Scale the integers by their power of two once: fp32 results stay exact dyadics."""
-        scale = torch.pow(2.0, -self.shift.double())
-        self._w = (self.weight.double() * scale[:, None, None, None]).float()
-        self._b = (self.bias.double() * scale).float()
+        w, b = ops.scaled(self.weight.numpy(), self.bias.numpy(), self.shift.numpy())
+        self._w, self._b = torch.from_numpy(w), torch.from_numpy(b)
         self._pad = self.weight.shape[-1] // 2
 
     def __call__(self, q: torch.Tensor) -> torch.Tensor:
@@ -242,36 +238,9 @@ def unpack_state(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def _int_weights(
     w: np.ndarray, b: np.ndarray, in_scale: np.ndarray, in_max: np.ndarray, e_out: int
 ) -> IntConv:
-    """Integer weights on the finest per-channel accumulator grid that keeps the 2**24 bound.
-
-    w (out,in,k,k) real weights; in_scale (in,) real value of one input unit; in_max (in,)
-    the inputs' bound; e_out the output grid (real = int * 2**e_out).
-    """
-    out_ch = w.shape[0]
-    wi = np.zeros(w.shape, np.int64)
-    bi = np.zeros(out_ch, np.int64)
-    shift = np.zeros(out_ch, np.int64)
-    ws = w.astype(np.float64) * in_scale[None, :, None, None]
-    for c in range(out_ch):
-        l1 = float((np.abs(ws[c]).sum(axis=(1, 2)) * in_max).sum() + abs(b[c]))
-        e = math.floor(math.log2(max(l1, 1e-30) / ACC_LIMIT))  # a first guess, then move up
-        while True:
-            cand = np.round(ws[c] / 2.0**e).astype(np.int64)
-            cb = int(round(float(b[c]) / 2.0**e))
-            if int((np.abs(cand).sum(axis=(1, 2)) * in_max).sum()) + abs(cb) <= ACC_LIMIT:
-                break
-            e += 1
-        wi[c], bi[c], shift[c] = cand, cb, e_out - e
-    return IntConv(
-        torch.from_numpy(wi.astype(np.int32)),
-        torch.from_numpy(bi.astype(np.int32)),
-        torch.from_numpy(shift.astype(np.int32)),
-    )
-
-
-def _grid(value: float, units: int) -> int:
-    """Smallest power-of-two exponent e with value <= units * 2**e."""
-    return math.ceil(math.log2(max(value, 1e-12) / units))
+    """ops.quantise as a torch IntConv: the finest per-channel grid within the 2**24 bound."""
+    q = ops.quantise(w, b, in_scale, in_max, e_out)
+    return IntConv(torch.from_numpy(q.weight), torch.from_numpy(q.bias), torch.from_numpy(q.shift))
 
 
 def _stat(values: list[torch.Tensor], quantile: float) -> float:
@@ -310,9 +279,11 @@ def from_float(
             x = x + blk.body[3](h)  # body: conv, norm(identity), relu, conv, norm
         stream_in[-1].append(x.abs().amax(dim=(0, 2, 3)))
     s2 = cfg.space_to_depth**2
-    e_x = _grid(max(float(torch.stack(v).max()) for v in stream_in), 1 << spec.stream_bits)
-    e_q = [_grid(float(torch.stack(v).max()), spec.input_max) for v in stream_in]
-    e_h = [_grid(_stat(v, spec.quantile), spec.act_max) for v in hidden]
+    e_x = ops.grid_exponent(
+        max(float(torch.stack(v).max()) for v in stream_in), 1 << spec.stream_bits
+    )
+    e_q = [ops.grid_exponent(float(torch.stack(v).max()), spec.input_max) for v in stream_in]
+    e_h = [ops.grid_exponent(_stat(v, spec.quantile), spec.act_max) for v in hidden]
     step = base_step(levels)
     qb_max = 256 * (levels - 1) // step
     nb = cfg.compact_channels * s2

@@ -9,7 +9,6 @@ its integer twin (``intenhance.py``), which gives the same pixels on every CPU.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
@@ -19,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from semcodec.format.classes import NUM_CLASSES
+from semcodec.intgrid.ops import grid_exponent, quantise
 
 CENTRE = 128  # pixels enter as (v - 128) / IN_SCALE
 IN_SCALE = 128.0
@@ -110,11 +110,6 @@ def build_enhance(name: str = "small") -> EnhanceNet:
 
 
 # ----- the integer form (intenhance.py): conversion from the trained float network ------------
-def _grid(value: float, units: int) -> int:
-    """Smallest power-of-two exponent e with value <= units * 2**e."""
-    return math.ceil(math.log2(max(value, 1e-12) / units))
-
-
 @torch.no_grad()
 def activation_maxima(
     net: EnhanceNet, calibration: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
@@ -134,38 +129,30 @@ def to_integer(
     act_max: int = 511,
 ) -> dict[str, np.ndarray]:
     """The integer table (intenhance.IntEnhancer) of a trained network, grids from calibration."""
-    from semcodec.intgrid.enhancer import CORR_SHIFT, IntEnhancer, int_layer
+    from semcodec.intgrid.enhancer import CORR_SHIFT, IntEnhancer
 
     cfg = net.cfg
-    e_h = [_grid(m, act_max) for m in activation_maxima(net, calibration)]
+    e_h = [grid_exponent(m, act_max) for m in activation_maxima(net, calibration)]
 
     def np_(p: torch.Tensor) -> np.ndarray:
         return p.detach().double().numpy()
 
     cb = np_(net.class_bias)
     qb = np_(net.class_quality) + np_(net.quality_bias)[None]
-    w0, b0, s0, (cbi, qbi) = int_layer(
+    first = quantise(
         np_(net.first.weight), np_(net.first.bias), 1.0 / IN_SCALE, CENTRE, e_h[0], (cb, qb)
     )
-    state: dict[str, np.ndarray] = {
-        "meta": np.array([cfg.s2d, cfg.width, cfg.layers, cfg.classes, act_max], np.int64),
-        "c0.w": w0,
-        "c0.b": b0,
-        "c0.s": s0,
-        "class_bias": cbi.astype(np.int32),
-        "quality_bias": qbi.astype(np.int32),
-    }
+    layers = [first]
     for i, conv in enumerate(net.body, 1):
-        w, b, s, _ = int_layer(np_(conv.weight), np_(conv.bias), 2.0 ** e_h[i - 1], act_max, e_h[i])
-        state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"] = w, b, s
-    n = cfg.layers + 1
-    w, b, s, _ = int_layer(
-        np_(net.last.weight) * OUT_SCALE,
-        np_(net.last.bias) * OUT_SCALE,
-        2.0 ** e_h[-1],
-        act_max,
-        -CORR_SHIFT,
-    )
-    state[f"c{n}.w"], state[f"c{n}.b"], state[f"c{n}.s"] = w, b, s
+        w, b = np_(conv.weight), np_(conv.bias)
+        layers.append(quantise(w, b, 2.0 ** e_h[i - 1], act_max, e_h[i]))
+    w, b = np_(net.last.weight) * OUT_SCALE, np_(net.last.bias) * OUT_SCALE
+    layers.append(quantise(w, b, 2.0 ** e_h[-1], act_max, -CORR_SHIFT))
+    meta = [cfg.s2d, cfg.width, cfg.layers, cfg.classes, act_max]
+    state: dict[str, np.ndarray] = {"meta": np.array(meta, np.int64)}
+    for i, layer in enumerate(layers):
+        state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"] = layer.weight, layer.bias, layer.shift
+        if i == 0:  # the stored order: the class tables follow conv 0
+            state["class_bias"], state["quality_bias"] = (x.astype(np.int32) for x in first.extras)
     IntEnhancer(state).check()
     return state

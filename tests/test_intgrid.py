@@ -1,0 +1,201 @@
+"""The integer grid's fast kernels against a plain int64 reference, on tables at the 2**24 edge.
+
+Each fast path (numpy's fused im2col products in chunks and threads, bands with halos, torch's
+convolutions) must give the reference's integers exactly, at any size, band, chunk or thread
+count: the reference below is a slow, obviously correct integer convolution.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from semcodec.intgrid import ops
+from semcodec.intgrid.enhancer import CENTRE, IntEnhancer, check_enh_table
+from semcodec.intgrid.enhancer_torch import torch_band_kernel
+
+
+# ----- the reference ----------------------------------------------------------------------------
+def ref_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """int64 (H, W, O): sum over taps and inputs of w * x (zero padded) + b, in integers."""
+    h, wd, _ = x.shape
+    k = w.shape[-1]
+    p = k // 2
+    xp = np.pad(x.astype(np.int64), ((p, p), (p, p), (0, 0)))
+    out = np.zeros((h, wd, w.shape[0]), np.int64) + b.astype(np.int64)
+    for dy in range(k):
+        for dx in range(k):
+            out += xp[dy : dy + h, dx : dx + wd] @ w[:, :, dy, dx].T.astype(np.int64)
+    return out
+
+
+def ref_round(acc: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """int64: acc * 2**-shift rounded half to even (exact in float64 below 2**53)."""
+    return np.round(acc / np.power(2.0, shift.astype(np.float64))).astype(np.int64)
+
+
+def ref_correction(state: dict, rgb: np.ndarray, labels: np.ndarray, quality: int) -> np.ndarray:
+    """int64 (H, W, 3): the enhancement network on the whole picture, integers throughout."""
+    s, _, layers, classes, amax = (int(v) for v in state["meta"])
+    h, w = rgb.shape[:2]
+    gh, gw = labels.shape
+    ext = np.pad(rgb, ((0, gh * 8 - h), (0, gw * 8 - w), (0, 0)), mode="edge")
+    ext = ext.astype(np.int64) - CENTRE
+    x = np.zeros((gh * 8 // s, gw * 8 // s, 3 * s * s), np.int64)
+    for c in range(3):
+        for dy in range(s):
+            for dx in range(s):
+                x[:, :, c * s * s + dy * s + dx] = ext[dy::s, dx::s, c]
+    idx = np.minimum(labels, classes)
+    idx = np.repeat(np.repeat(idx, 8 // s, 0), 8 // s, 1)
+    qb = state["quality_bias"].astype(np.int64)
+    rows = state["class_bias"].astype(np.int64) + np.round(quality * qb / 100).astype(np.int64)
+    v = x
+    for i in range(layers + 2):
+        acc = ref_conv(v, state[f"c{i}.w"], state[f"c{i}.b"])
+        if i == 0:
+            acc += rows[idx]
+        v = ref_round(acc, state[f"c{i}.s"])
+        if i < layers + 1:
+            v = np.clip(v, 0, amax)
+    out = np.zeros((gh * 8, gw * 8, 3), np.int64)
+    for c in range(3):
+        for dy in range(s):
+            for dx in range(s):
+                out[dy::s, dx::s, c] = v[:, :, c * s * s + dy * s + dx]
+    return out[:h, :w]
+
+
+# ----- tables at the budget's edge --------------------------------------------------------------
+def edge_layer(
+    rng: np.random.Generator, co: int, ci: int, in_max: int, extra: np.ndarray | int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Integer weights and bias whose accumulator bound is exactly 2**24 - 1 per channel; half
+    the channels' weights share one sign, so flat inputs drive their sums to the edge, and the
+    last channel's sum is mostly one weight too wide for fp16 or bf16."""
+    w = rng.integers(-1000, 1001, (co, ci, 3, 3))
+    w[: co // 2] = np.abs(w[: co // 2]) * rng.choice([-1, 1], (co // 2, 1, 1, 1))
+    room = (ops.ACC_LIMIT - np.broadcast_to(extra, (co,))) * 0.97
+    w = np.trunc(w * (room / (np.abs(w).sum(axis=(1, 2, 3)) * in_max))[:, None, None, None])
+    w = w.astype(np.int64)
+    w[-1] = rng.integers(-3, 4, (ci, 3, 3))  # the last channel: one odd weight of ~15 bits
+    w[-1, 0, 1, 1] = 0
+    w[-1, 0, 1, 1] = (int(room[-1]) // in_max - np.abs(w[-1]).sum()) | 1
+    b = ops.ACC_LIMIT - ops.accumulator_bound(w, np.zeros(co, np.int64), in_max, extra)
+    b = b * rng.choice([-1, 1], co)
+    assert (ops.accumulator_bound(w, b, in_max, extra) == ops.ACC_LIMIT).all()
+    return w.astype(np.int32), b.astype(np.int32)
+
+
+def edge_table(s2d: int, width: int, layers: int, seed: int, classes: int = 5) -> dict:
+    """A random enhancement table whose every layer's bound is 2**24 - 1 exactly."""
+    rng = np.random.default_rng(seed)
+    amax = 511
+    cin = 3 * s2d * s2d
+    state = {"meta": np.array([s2d, width, layers, classes, amax], np.int64)}
+    for i in range(layers + 2):
+        ci = cin if i == 0 else width
+        co = cin if i == layers + 1 else width
+        extra = 0
+        if i == 0:
+            cb = rng.integers(-(1 << 18), 1 << 18, (classes + 1, co))
+            qb = rng.integers(-(1 << 18), 1 << 18, (classes + 1, co))
+            extra = np.abs(cb).max(0) + np.abs(qb).max(0)
+            state["class_bias"], state["quality_bias"] = cb.astype(np.int32), qb.astype(np.int32)
+        w, b = edge_layer(rng, co, ci, CENTRE if i == 0 else amax, extra)
+        low, high = (6, 13) if i == layers + 1 else (11, 17)
+        state[f"c{i}.w"], state[f"c{i}.b"] = w, b
+        state[f"c{i}.s"] = rng.integers(low, high, co).astype(np.int32)
+    check_enh_table(state)
+    return state
+
+
+def edge_picture(h: int, w: int, seed: int) -> np.ndarray:
+    """Random pixels with flat black and white blocks (inputs at their bounds)."""
+    rng = np.random.default_rng(seed)
+    rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    rgb[: h // 3, : w // 2] = 0
+    rgb[h // 2 :, w // 2 :] = 255
+    return rgb
+
+
+# ----- the tests --------------------------------------------------------------------------------
+def test_edge_tables_reach_the_budget() -> None:
+    """The tables below sit at 2**24 - 1 exactly: one more and the check refuses them."""
+    state = edge_table(2, 8, 1, seed=0)
+    state["c1.b"] = state["c1.b"] + np.sign(state["c1.b"]).astype(np.int32)
+    with pytest.raises(ValueError):
+        check_enh_table(state)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("chunk", [1, 1 << 20])
+@pytest.mark.parametrize("k", [3, 5])
+def test_intconv_equals_reference(
+    monkeypatch: pytest.MonkeyPatch, threads: int, chunk: int, k: int
+) -> None:
+    """ops.IntConv (fused im2col products by chunks of rows, on threads) gives the integers."""
+    monkeypatch.setattr(ops, "CHUNK_BYTES", chunk)
+    rng = np.random.default_rng(k)
+    ci, co, in_max = 5, 7, 511
+    w, b = edge_layer(rng, co, ci, in_max)
+    if k == 5:
+        w = np.pad(w, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        w[:, :, 0, 0] = 1  # taps outside the 3x3 window count too
+        b = (b - np.sign(b) * ci * in_max).astype(np.int32)
+    shift = rng.integers(8, 16, co).astype(np.int32)
+    x = rng.integers(0, in_max + 1, (13, 11, ci))
+    x[:4] = in_max
+    conv = ops.IntConv(w, b, shift)
+    src = ops.Padded.zeros(13, 11, ci, conv.pad)
+    src.interior()[...] = x
+    out = np.full((13 * src.wp, co), np.nan, np.float32)
+    with ThreadPoolExecutor(threads) as pool:
+        conv.into(src, out, pool=pool, threads=threads)
+    got = np.round(out.reshape(13, src.wp, co)[:, :11]).astype(np.int64)
+    assert np.array_equal(got, ref_round(ref_conv(x, w, b), shift))
+    assert np.array_equal(np.round(conv(x.astype(np.float32))).astype(np.int64), got)
+
+
+SIZES = [(37, 53), (64, 40), (9, 130)]
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "torch"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("s2d,width,layers", [(2, 8, 2), (4, 16, 1)])
+def test_enhancer_kernels_equal_reference(
+    monkeypatch: pytest.MonkeyPatch, kernel: str, threads: int, s2d: int, width: int, layers: int
+) -> None:
+    """Every kernel, band size and thread count gives the reference's correction exactly."""
+    import torch
+
+    state = edge_table(s2d, width, layers, seed=s2d)
+    monkeypatch.setattr(ops, "CHUNK_BYTES", 1)  # one row per product: many chunks on threads
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for n, (h, w) in enumerate(SIZES):
+            rgb = edge_picture(h, w, n)
+            labels = np.random.default_rng(n).integers(0, 8, ((h + 7) // 8, (w + 7) // 8))
+            want = ref_correction(state, rgb, labels, 37)
+            for band in (3, 128):
+                enh = IntEnhancer(state, threads=threads, band=band)
+                if kernel == "torch":
+                    enh.kernel = torch_band_kernel(enh)
+                got = enh.correction(rgb, labels, 37)
+                assert got.dtype == np.int32
+                assert np.array_equal(got, want), (h, w, band)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_bias_tables_reach_the_edge() -> None:
+    """The edge pictures drive some first-layer sums close to 2**24 (the tables are tight)."""
+    state = edge_table(2, 8, 2, seed=2)
+    rgb = edge_picture(16, 16, 0)
+    x = rgb.astype(np.int64) - CENTRE
+    x = ops.unshuffle(x, 2)
+    acc = ref_conv(x, state["c0.w"], state["c0.b"])
+    assert np.abs(acc).max() > 0.8 * ops.ACC_LIMIT
