@@ -58,6 +58,28 @@ def test_bf16_decision(env, native, speedup, use, why):
     assert d.use is use and why in d.reason
 
 
+def test_bf16_gain_is_measured_once_per_machine_and_kept(tmp_path):
+    """A second process reads the first one's measurement instead of timing again under other
+    load: two commands on one machine must not write different files."""
+    cache = tmp_path / "c" / "bf16.json"
+    first = runtime.decide_bf16({}, native=True, speedup=lambda: 1.5, cache=cache)
+    again = runtime.decide_bf16({}, native=True, speedup=_never, cache=cache)
+    assert first.use and again.use and "once on this machine" in again.reason
+    cache.write_text("{not json")  # damaged: measured again and rewritten
+    slow = runtime.decide_bf16({}, native=True, speedup=lambda: 1.0, cache=cache)
+    assert not slow.use
+    assert not runtime.decide_bf16({}, native=True, speedup=_never, cache=cache).use
+    assert runtime.decide_bf16({"SEMCODEC_BF16": "1"}, native=True, speedup=_never, cache=cache).use
+
+
+def test_bf16_cache_path_depends_on_the_isa_cap(monkeypatch, tmp_path):
+    monkeypatch.setenv("SEMCODEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    best = runtime.bf16_cache_path()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert runtime.bf16_cache_path() != best and best.parent == tmp_path
+
+
 def test_bf16_is_decided_once_per_process():
     assert runtime.bf16_decision() is runtime.bf16_decision()
 

@@ -3,8 +3,9 @@
 - **bf16.** Autocast to bf16 speeds up segmentation and CompNet on CPUs with native bf16
   (AVX-512 BF16, AMX) but is emulated, about 75x slower, everywhere else. ``bf16_decision``
   decides once per process: native support (CPU flags, and oneDNN not capped below it by
-  ``ONEDNN_MAX_CPU_ISA``) and a short measurement that bf16 is faster; ``SEMCODEC_BF16=0|1``
-  overrides. The decoder never uses bf16 (the generator is integer-exact, see models/fixed.py).
+  ``ONEDNN_MAX_CPU_ISA``) and a short measurement that bf16 is faster, made once per machine
+  and kept in the user's cache folder (``bf16_cache_path``), so that two commands on one
+  machine never decide differently under different load; ``SEMCODEC_BF16=0|1`` overrides. The decoder never uses bf16 (the generator is integer-exact, see intgrid/generator_torch.py).
 - **Threads.** oneDNN's float results depend on the thread count, and the encoder's stored
   outputs (labels, compact symbols) must not. ``run_parallel`` runs independent pieces of
   work, each on one thread, side by side on up to torch's thread count: the split depends on
@@ -15,12 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import platform
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -108,12 +112,42 @@ def _measure_speedup() -> float:
     return best[False] / best[True]
 
 
+def bf16_cache_path() -> Path:
+    """Where this machine's measured bf16 gain is kept: one file per CPU, ISA cap and torch."""
+    base = os.environ.get("SEMCODEC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "semcodec",
+    )
+    key = "|".join((cpu_model(), ",".join(sorted(cpu_flags())), isa_cap() or "", torch.__version__))
+    return Path(base) / f"bf16-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _cached_gain(cache: Path) -> float | None:
+    """The gain measured earlier on this machine (None: none yet, or an unreadable file)."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        gain = float(json.loads(cache.read_text())["gain"])
+        if gain > 0:
+            return gain
+    return None
+
+
+def _keep_gain(cache: Path, gain: float) -> None:
+    """Record the measured gain for later processes (atomic; silently skipped if unwritable)."""
+    with contextlib.suppress(OSError):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"gain": gain, "cpu": cpu_model(), "torch": torch.__version__}))
+        os.replace(tmp, cache)
+
+
 def decide_bf16(
     env: dict[str, str] | None = None,
     native: bool | None = None,
     speedup: Callable[[], float] = _measure_speedup,
+    cache: Path | None = None,
 ) -> Bf16Decision:
-    """The bf16 policy: the override, else native support and a measured gain of 10 % or more."""
+    """The bf16 policy: the override, else native support and a measured gain of 10 % or more
+    (read from ``cache`` where an earlier process measured it, else measured and kept there)."""
     env = os.environ if env is None else env
     forced = env.get(BF16_ENV, "").strip().lower()
     if forced in ("0", "no", "off", "false"):
@@ -122,16 +156,21 @@ def decide_bf16(
         return Bf16Decision(True, f"on ({BF16_ENV}={forced})")
     if not (native_bf16() if native is None else native):
         return Bf16Decision(False, "off (no native bf16: it would be emulated)")
-    gain = speedup()
+    gain = _cached_gain(cache) if cache is not None else None
+    how = "measured once on this machine" if gain is not None else "measured"
+    if gain is None:
+        gain = speedup()
+        if cache is not None:
+            _keep_gain(cache, gain)
     if gain < 1.1:
-        return Bf16Decision(False, f"off (native, but measured {gain:.2f}x of fp32)")
-    return Bf16Decision(True, f"on (native, measured {gain:.2f}x faster than fp32)")
+        return Bf16Decision(False, f"off (native, but {how} {gain:.2f}x of fp32)")
+    return Bf16Decision(True, f"on (native, {how} {gain:.2f}x faster than fp32)")
 
 
 @functools.cache
 def bf16_decision() -> Bf16Decision:
-    """The process-wide bf16 decision (made on first use)."""
-    return decide_bf16()
+    """The process-wide bf16 decision (made on first use, from this machine's kept measurement)."""
+    return decide_bf16(cache=bf16_cache_path())
 
 
 @contextlib.contextmanager
