@@ -27,6 +27,7 @@ __all__ = [
     "Header",
     "LayerKind",
     "Limits",
+    "header_size",
     "layer_sizes",
     "pack",
     "read_header",
@@ -235,6 +236,14 @@ def _layer_set_problem(
             else f"residual backend {header.residual_backend} requires a RESIDUAL layer"
         )
     return None
+
+
+def header_size(model_name: str, kinds: Iterable[LayerKind]) -> int:
+    """Exact bytes ``pack`` writes besides the payloads (fixed header, model name, layer table,
+    header CRC) for a file of this model with these layers: the encoder's size estimates."""
+    count = len(set(kinds))
+    name = len(model_name.encode("ascii"))
+    return FIXED_HEADER_SIZE + name + _U8.size + count * _ENTRY.size + _U32.size
 
 
 def sniff(prefix: bytes) -> bool:
