@@ -237,7 +237,7 @@ def test_encoder_keeps_the_layer_only_where_it_pays() -> None:
     for q in (0, 20, 60):
         data = codec.encode(_picture(), quality=q)
         header, layers = container.unpack(data)
-        plain = Codec("tiny-enh", enhance=False).encode(_picture(), quality=q)
+        plain = codec.encode(_picture(), quality=q, enhance=False)
         if LayerKind.ENHANCE not in layers:
             assert data == plain
             continue
