@@ -150,3 +150,37 @@ def test_cli_bar_shows_tile_progress_for_one_file(monkeypatch, capsys):
     assert not bar.enabled  # one file: no bar ...
     bar.tiles("compnet", 3, 24)  # ... until a tiled image reports its tiles
     assert bar.enabled and "compnet tile 3/24" in capsys.readouterr().err
+
+
+def test_two_tasks_at_once_on_one_codec_give_the_files_each_gives_alone(tmp_path, monkeypatch):
+    """A cluster worker of two threads: tasks of other efforts and qualities run at the same
+    time on the process's one codec, each held at the segmentation until both are inside the
+    encode, and each file is the one its task writes alone (no task's settings on the codec)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from semcodec.cli import codec as cli_codec
+    from semcodec.batch.cluster import run_task
+
+    tasks = []
+    for i, (effort, quality, residual) in enumerate(((1, 30, "avif"), (9, 70, "avif"))):
+        path = tmp_path / f"p{i}.png"
+        Image.fromarray(_photo(96 + 32 * i, 64)).save(path)
+        tasks.append(
+            cli_codec._EncodeTask(
+                str(path), None, "tiny", quality, residual, None, None, effort=effort
+            )
+        )
+    alone = [run_task(cli_codec._encode_worker, t).data for t in tasks]
+    assert all(alone) and alone[0] != alone[1]
+    barrier = threading.Barrier(2, timeout=120)
+
+    def hold(stage: str, _done: int, total: int) -> None:
+        if stage == "segment" and total == 0:  # both tasks have begun before either goes on
+            barrier.wait()
+
+    monkeypatch.setattr(cli_codec, "tile_progress", lambda: hold)
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda t: run_task(cli_codec._encode_worker, t), tasks))
+    assert [o.error for o in together] == ["", ""]
+    assert [o.data for o in together] == alone
