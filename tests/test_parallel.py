@@ -159,8 +159,8 @@ def test_two_tasks_at_once_on_one_codec_give_the_files_each_gives_alone(tmp_path
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from semcodec.cli import codec as cli_codec
     from semcodec.batch.cluster import run_task
+    from semcodec.cli import codec as cli_codec
 
     tasks = []
     for i, (effort, quality, residual) in enumerate(((1, 30, "avif"), (9, 70, "avif"))):
