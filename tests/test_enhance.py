@@ -253,7 +253,7 @@ def test_pays_rejects_an_empty_mask() -> None:
     from semcodec.encoder.enhance import EnhanceChoice
 
     adj = Adjust(np.full(12, 8), np.zeros((12, 3), np.int64), np.zeros((1, 1), bool))
-    assert not pays(EnhanceChoice(adj, np.zeros((1, 1, 3), np.uint8), 10.0, 1.0), 1000, 10, 50)
+    assert not pays(EnhanceChoice(adj, np.zeros((1, 1, 3), np.uint8), 10.0, 1.0), 1000, 1018, 50)
 
 
 def test_unknown_label_conditions_the_networks_as_unknown_as() -> None:

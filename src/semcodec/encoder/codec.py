@@ -486,7 +486,6 @@ class Codec:
 
         # libaom runs one thread per encode: the candidates side by side give the same bytes
         payloads = runtime.run_parallel([code(pred, layout) for pred, _, layout in cands])
-        fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + 80  # header, map: the same
         best: tuple[float, dict[LayerKind, bytes], Any] | None = None
         for (pred, gate, _), payload in zip(cands, payloads, strict=True):
             layers = self._side_layers(analysis, gate)
@@ -496,12 +495,18 @@ class Codec:
             h, w = rgb.shape[:2]
             dec = backend.decode(payload, h, w) + pred
             mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
-            bits = 8.0 * (fixed + sum(len(v) for v in layers.values()))
+            bits = 8.0 * self._file_size(analysis, layers)
             cost = gating.rd_cost(bits, mse, quality)
             if best is None or cost < best[0]:
                 best = (cost, layers, gate)
         assert best is not None
         return best[1], best[2]
+
+    def _file_size(self, analysis: Analysis, layers: dict[LayerKind, bytes]) -> int:
+        """The size estimate a candidate's cost uses: its layers, the map and the container's
+        fixed estimate (container.ESTIMATED_HEADER: files' bytes depend on its value)."""
+        fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + container.ESTIMATED_HEADER
+        return fixed + sum(len(v) for v in layers.values())
 
     def finish(
         self,
@@ -586,7 +591,8 @@ class Codec:
             dec.enhancer, original, result.pixels, result.semantic_map, opts.quality, opts.effort
         )
         layer = encode_adjust(choice.adjust)
-        if not enhance.pays(choice, len(data), len(layer), opts.quality):
+        enhanced = len(data) + len(layer) + container.ESTIMATED_ENTRY
+        if not enhance.pays(choice, len(data), enhanced, opts.quality):
             return data, layers
         layers = {**layers, LayerKind.ENHANCE: layer}
         return container.pack(header, layers), layers
