@@ -57,7 +57,7 @@ def codec():
 def _fixed_map(codec, monkeypatch) -> None:
     """Replace the encoder's map: left half car, right half road."""
 
-    def labels(rgb: np.ndarray) -> np.ndarray:
+    def labels(rgb: np.ndarray, _progress=None) -> np.ndarray:
         mh, mw = rgb.shape[0] // 8, rgb.shape[1] // 8
         out = np.full((mh, mw), ROAD, np.uint8)
         out[:, : mw // 2] = CAR
