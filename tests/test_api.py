@@ -192,3 +192,18 @@ def test_plugin_opens_the_longest_header(tmp_path: Path):
     path.write_bytes(data)
     with Image.open(path) as im:
         assert im.format == "SEM" and im.size == (W, H) and im.info["xmp"] == b"<x/>"
+
+
+def test_a_codec_call_takes_options_or_keywords_never_a_positional_quality():
+    from semcodec.encoder.options import EncodeOptions
+
+    codec = semcodec.encoder.codec.get_codec("tiny")
+    with pytest.raises(TypeError, match="by keyword"):
+        codec.encode(_rgb(), 60)
+    with pytest.raises(ValueError, match="effort must be 1..9"):
+        EncodeOptions(effort=10)
+    with pytest.raises(ValueError, match="unknown residual backend"):
+        codec.encode(_rgb(), residual="jpeg")
+    opts = EncodeOptions(quality=20, residual="native")
+    assert codec.encode(_rgb(), opts, quality=30) == codec.encode(_rgb(), opts.but(quality=30))
+    assert opts.quality == 20  # frozen: a call's changes make new options

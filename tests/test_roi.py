@@ -140,7 +140,7 @@ def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> No
     from semcodec.encoder.codec import Codec
     from semcodec.format import container
 
-    data = Codec("tiny", bf16=False).encode(scene(), quality, residual)
+    data = Codec("tiny", bf16=False).encode(scene(), quality=quality, residual=residual)
     map_hash, file_hash = BEFORE_ROI[(quality, residual)]
     _header, layers = container.unpack(data)
     if hashlib.sha256(layers[container.LayerKind.SEMANTIC_MAP]).hexdigest() != map_hash:

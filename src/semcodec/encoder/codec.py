@@ -284,7 +284,7 @@ class Codec:
         **settings: Any,
     ) -> tuple[bytes, EncodeStats]:
         """Encode and report bytes per layer and seconds per stage (``encode``'s arguments)."""
-        opts = (options or EncodeOptions()).but(**settings)
+        opts = _options(options, EncodeOptions(), settings)
         analysis = self.analyse(image, opts, progress)
         return self.finish(analysis, opts, progress)
 
@@ -302,7 +302,7 @@ class Codec:
         options, ``refine``, ``metadata`` (the input metadata kinds the file keeps) and ``roi``
         are fixed here for every quality of this analysis.
         """
-        opts = (options or EncodeOptions()).but(**settings)
+        opts = _options(options, EncodeOptions(), settings)
         clock = decoder.Clock()
         img = self._load(image)
         clock("load")
@@ -518,7 +518,7 @@ class Codec:
         """The .sem file of an analysed image (residual, alpha, container) with ``options``
         (default: those of the analysis), e.g. ``finish(analysis, quality=q)`` in rate control;
         refine, metadata and roi must be the analysis's."""
-        opts = (options or analysis.options).but(**settings)
+        opts = _options(options, analysis.options, settings)
         _check_analysis(analysis, opts)
         quality = opts.quality
         times = analysis.times.copy()  # a file's stage times include the shared stages
@@ -680,6 +680,19 @@ def _searches(opts: EncodeOptions) -> bool:
     if opts.quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
         return True
     return gating.searches(opts.effort, opts.quality)
+
+
+def _options(
+    options: EncodeOptions | None, default: EncodeOptions, settings: dict[str, Any]
+) -> EncodeOptions:
+    """The call's options (``default`` if none) with the keyword settings changed; a quality
+    given by position instead of by keyword is refused, not taken for options."""
+    if options is not None and not isinstance(options, EncodeOptions):
+        raise TypeError(
+            f"options must be an EncodeOptions, got {type(options).__name__}: give settings by "
+            "keyword, e.g. encode(image, quality=60)"
+        )
+    return (options or default).but(**settings)
 
 
 def _check_analysis(analysis: Analysis, opts: EncodeOptions) -> None:
