@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
 from semcodec.encoder.gating import GatingConfig
-from semcodec.format.roi import RoiConfig
 from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.format.residual import BACKENDS
+from semcodec.format.roi import RoiConfig
 
 if TYPE_CHECKING:  # refine.py needs torch; options are built before torch is imported
     from semcodec.encoder.refine import RefineConfig
