@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 import semcodec
+from semcodec.encoder.roi_spec import parse_roi
 from semcodec.format import container
 
 W, H = 64, 48
@@ -164,9 +165,13 @@ def test_analyse_once_then_finish_equals_plain_encodes():
     img = _rgb(2).convert("RGBA")
     analysis = codec.analyse(img)
     for q in (0, 30, 0, 90):  # base only, residual, and again after the generator ran
-        assert codec.finish(analysis, q, "native")[0] == codec.encode(img, q, "native")
-    with pytest.raises(ValueError):
-        codec.finish(analysis, 101)
+        data, stats = codec.finish(analysis, quality=q, residual="native")
+        assert data == codec.encode(img, quality=q, residual="native")
+        assert stats.total_bytes == len(data) and {"segment", "pack"} <= set(stats.times.wall)
+    with pytest.raises(ValueError, match="quality must be 0..100"):
+        codec.finish(analysis, quality=101)
+    with pytest.raises(ValueError, match="analysed with"):  # the ROI is fixed by the analysis
+        codec.finish(analysis, roi=parse_roi("car"))
 
 
 def test_plugin_opens_the_longest_header(tmp_path: Path):
@@ -187,3 +192,18 @@ def test_plugin_opens_the_longest_header(tmp_path: Path):
     path.write_bytes(data)
     with Image.open(path) as im:
         assert im.format == "SEM" and im.size == (W, H) and im.info["xmp"] == b"<x/>"
+
+
+def test_a_codec_call_takes_options_or_keywords_never_a_positional_quality():
+    from semcodec.encoder.options import EncodeOptions
+
+    codec = semcodec.encoder.codec.get_codec("tiny")
+    with pytest.raises(TypeError, match="by keyword"):
+        codec.encode(_rgb(), 60)
+    with pytest.raises(ValueError, match="effort must be 1..9"):
+        EncodeOptions(effort=10)
+    with pytest.raises(ValueError, match="unknown residual backend"):
+        codec.encode(_rgb(), residual="jpeg")
+    opts = EncodeOptions(quality=20, residual="native")
+    assert codec.encode(_rgb(), opts, quality=30) == codec.encode(_rgb(), opts.but(quality=30))
+    assert opts.quality == 20  # frozen: a call's changes make new options

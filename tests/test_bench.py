@@ -26,6 +26,7 @@ from semcodec.bench.bdrate import (
 )
 from semcodec.bench.codecs import make_adapter
 from semcodec.cli.bench import bench, parse_qualities
+from semcodec.encoder.options import EncodeOptions
 from semcodec.metrics import (
     _to_tensor,
     ms_ssim,
@@ -233,12 +234,12 @@ def test_semcodec_adapter_uses_codec_api(monkeypatch: pytest.MonkeyPatch) -> Non
     calls: list[tuple] = []
 
     class FakeCodec:
-        def __init__(self, model: str, effort: int = 5) -> None:
+        def __init__(self, model: str) -> None:
             calls.append(("init", model))
-            assert effort == 5  # the adapter passes its effort (default 5)
 
-        def encode(self, image: np.ndarray, quality: int, residual: str) -> bytes:
-            calls.append(("encode", image.shape, quality, residual))
+        def encode(self, image: np.ndarray, options: EncodeOptions) -> bytes:
+            assert options.effort == 5  # the adapter passes its effort (default 5)
+            calls.append(("encode", image.shape, options.quality, options.residual))
             buf = io.BytesIO()
             Image.fromarray(image).save(buf, "PNG")
             return buf.getvalue()

@@ -15,6 +15,7 @@ from semcodec.format.container import (
     Header,
     LayerKind,
     Limits,
+    header_size,
     layer_sizes,
     pack,
     read_header,
@@ -301,3 +302,18 @@ def test_mutation_fuzz() -> None:
     for cut in range(len(data)):
         with pytest.raises(CorruptData):
             unpack(data[:cut])
+
+
+@pytest.mark.parametrize("name", ["tiny", "default", "m" * 64])
+def test_header_size_is_what_pack_writes_besides_the_payloads(name: str) -> None:
+    header = Header(77, 51, "RGBA", name, "0" * 16, 40, 2, 8, 16)
+    layers = {
+        LayerKind.SEMANTIC_MAP: b"m" * 5,
+        LayerKind.COMPACT: b"c" * 300,
+        LayerKind.RESIDUAL: b"r" * 17,
+        LayerKind.ALPHA: b"a" * 2,
+    }
+    for extra in ({}, {LayerKind.GATING: b"g" * 3, LayerKind.ENHANCE: b"e"}):
+        every = {**layers, **extra}
+        size = len(pack(header, every)) - sum(len(v) for v in every.values())
+        assert header_size(name, every) == size

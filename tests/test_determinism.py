@@ -34,6 +34,7 @@ import torch
 from semcodec.format import container
 from semcodec.encoder.gating import GatingConfig
 from semcodec.encoder.codec import Codec, Tiling
+from semcodec.encoder.options import EncodeOptions
 from semcodec.format.container import LayerKind
 from semcodec.format.compact import decode_compact
 from semcodec.format.residual import backend_by_code
@@ -50,6 +51,8 @@ CASES = {  # name: (input file, quality, residual backend, codec)
     # segmented at a working scale below the input's size (segment.working_size)
     "working-scale": ("wide.png", 0, "native", "tiny-scaled"),
 }
+# every layer in every file: each is checked below
+OPTIONS = EncodeOptions(gating=GatingConfig(enabled=False))
 
 
 def digest(a) -> str:
@@ -73,15 +76,13 @@ def codecs():
             conv.weight.copy_(torch.randn(conv.weight.shape, generator=g) * 0.02)
             conv.bias.copy_(torch.randn(conv.bias.shape, generator=g) * 0.02)
     big.bundle.fixed = zoo.fix_random(big.bundle.gen, big.bundle.levels, big.bundle.spec.seed)
-    off = GatingConfig(enabled=False)  # every layer in every file: each is checked below
-    big.gating = off
     zoo.register(zoo.BundleSpec("tiny-scaled", seg="tiny", compnet="tiny", generator="tiny",
                                 seed=1234))
-    scaled = Codec("tiny-scaled", gating_config=off)
+    scaled = Codec("tiny-scaled")
     scaled.bundle.seg.cfg = dataclasses.replace(scaled.bundle.seg.cfg, work_side=100)
-    return {"tiny": Codec("tiny", gating_config=off),
+    return {"tiny": Codec("tiny"),
             "tiny-scaled": scaled,
-            "tiny-tiled": Codec("tiny", tiling=Tiling(64, 64, 0), gating_config=off),
+            "tiny-tiled": Codec("tiny", tiling=Tiling(64, 64, 0)),
             "default-arch": big}
 
 
@@ -89,7 +90,7 @@ def encode_all(folder: Path) -> dict:
     c = codecs()
     out = {}
     for name, (src, quality, residual, key) in CASES.items():
-        data = c[key].encode(str(folder / src), quality=quality, residual=residual)
+        data = c[key].encode(str(folder / src), OPTIONS, quality=quality, residual=residual)
         out[name] = hashlib.sha256(data).hexdigest()[:16]
     return out
 
@@ -170,7 +171,7 @@ def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path
     _inputs(tmp_path)
     codecs = h["codecs"]()
     for name, (src, quality, residual, key) in h["CASES"].items():
-        data = codecs[key].encode(str(tmp_path / src), quality=quality, residual=residual)
+        data = codecs[key].encode(str(tmp_path / src), h["OPTIONS"], quality=quality, residual=residual)
         (tmp_path / f"{name}.sem").write_bytes(data)
     script = tmp_path / "determinism_script.py"
     script.write_text(SCRIPT)

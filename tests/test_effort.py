@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from semcodec.cli import cli
 from semcodec.encoder.codec import Codec
+from semcodec.encoder.options import EncodeOptions
 from semcodec.format.residual_avif import speed_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,12 +27,13 @@ def test_effort_maps_to_libaom_speed():
         with pytest.raises(ValueError, match="effort must be 1..9"):
             speed_for(bad)
     with pytest.raises(ValueError, match="effort must be 1..9"):
-        Codec("tiny", effort=0)
+        EncodeOptions(effort=0)
 
 
 def test_effort_changes_the_avif_residual_not_the_decoder():
     img = _image()
-    files = {e: Codec("tiny", effort=e).encode(img, 60, "avif") for e in (1, 5, 9)}
+    codec = Codec("tiny")
+    files = {e: codec.encode(img, quality=60, residual="avif", effort=e) for e in (1, 5, 9)}
     assert len(set(files.values())) == 3  # the residual coder really ran at three speeds
     decoder = Codec("tiny")  # any effort: decoding does not read it
     base = {e: decoder.decode(d, layer="base").image.tobytes() for e, d in files.items()}
@@ -44,9 +46,9 @@ def test_effort_changes_the_avif_residual_not_the_decoder():
 
 def test_native_residual_ignores_effort():
     img = _image()
-    assert Codec("tiny", effort=1).encode(img, 60, "native") == Codec("tiny", effort=9).encode(
-        img, 60, "native"
-    )
+    codec = Codec("tiny")
+    fast = codec.encode(img, quality=60, residual="native", effort=1)
+    assert fast == codec.encode(img, quality=60, residual="native", effort=9)
 
 
 def test_cli_effort(tmp_path):
@@ -73,7 +75,7 @@ def test_cli_effort(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert (tmp_path / "e9.sem").read_bytes() != (tmp_path / "e5.sem").read_bytes()
-    want = Codec("tiny", effort=9).encode(str(tmp_path / "a.png"), 50, "avif")
+    want = Codec("tiny").encode(str(tmp_path / "a.png"), quality=50, residual="avif", effort=9)
     assert (tmp_path / "e9.sem").read_bytes() == want
     r = run(cli, ["encode", str(tmp_path / "a.png"), "--model", "tiny", "--effort", "0"])
     assert r.exit_code == 2 and "effort" in r.output.lower()

@@ -237,7 +237,7 @@ def test_encoder_keeps_the_layer_only_where_it_pays() -> None:
     for q in (0, 20, 60):
         data = codec.encode(_picture(), quality=q)
         header, layers = container.unpack(data)
-        plain = Codec("tiny-enh", enhance=False).encode(_picture(), quality=q)
+        plain = codec.encode(_picture(), quality=q, enhance=False)
         if LayerKind.ENHANCE not in layers:
             assert data == plain
             continue
@@ -253,7 +253,7 @@ def test_pays_rejects_an_empty_mask() -> None:
     from semcodec.encoder.enhance import EnhanceChoice
 
     adj = Adjust(np.full(12, 8), np.zeros((12, 3), np.int64), np.zeros((1, 1), bool))
-    assert not pays(EnhanceChoice(adj, np.zeros((1, 1, 3), np.uint8), 10.0, 1.0), 1000, 10, 50)
+    assert not pays(EnhanceChoice(adj, np.zeros((1, 1, 3), np.uint8), 10.0, 1.0), 1000, 1018, 50)
 
 
 def test_unknown_label_conditions_the_networks_as_unknown_as() -> None:

@@ -177,7 +177,7 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
         codec = Codec("paper-gen")
         assert codec.bundle.fixed is None and not fixed.supports(codec.bundle.gen)
         img = np.random.default_rng(0).integers(0, 256, (40, 48, 3), dtype=np.uint8)
-        data = codec.encode(img, 0, "native")
+        data = codec.encode(img, quality=0, residual="native")
         a = codec.decode(data).image
         assert a.size == (48, 40) and a.tobytes() == codec.decode(data).image.tobytes()
         tiny = zoo.load_bundle("tiny")

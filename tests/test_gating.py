@@ -10,6 +10,7 @@ from PIL import Image
 
 from semcodec.encoder import gating
 from semcodec.encoder.codec import Codec
+from semcodec.encoder.options import EncodeOptions
 from semcodec.errors import CorruptData
 from semcodec.format import container
 from semcodec.format.compact import decode_compact, encode_compact
@@ -113,8 +114,8 @@ def test_gated_file_decodes_to_the_encoders_prediction_with_both_kernels(codec: 
     dec = Decoder(parts, numpy_kernel(parts)).decode(data, keep_base=True)
     assert np.array_equal(np.asarray(dec.image), np.asarray(res.image))
     assert np.array_equal(dec.base, res.base)
-    ungated = Codec("tiny", gating_config=gating.GatingConfig(enabled=False))
-    assert LayerKind.GATING not in container.unpack(ungated.encode(rgb, quality=50))[1]
+    ungated = codec.encode(rgb, quality=50, gating=gating.GatingConfig(enabled=False))
+    assert LayerKind.GATING not in container.unpack(ungated)[1]
     assert LayerKind.GATING not in container.unpack(codec.encode(rgb, quality=0))[1]  # -q 0
 
 
@@ -134,7 +135,7 @@ def test_the_decoder_follows_each_tiles_mode(codec: Codec) -> None:
     """One tile's mode changed ('base' → 'none', its symbols dropped) changes its pixels, and
     only near that tile: a decoder that ignored the choices would give the same image."""
     cfg = gating.GatingConfig(modes=(BASE,))  # every tile 'base': all symbols coded
-    data = Codec("tiny", gating_config=cfg).encode(_photo(), quality=40)
+    data = codec.encode(_photo(), quality=40, gating=cfg)
     header, layers = container.unpack(data)
     mh, mw = -(-header.height // 8), -(-header.width // 8)
     head = decode_gating(layers[LayerKind.GATING], mh, mw)
@@ -162,12 +163,11 @@ def test_the_decoder_follows_each_tiles_mode(codec: Codec) -> None:
 
 
 def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
-    none_only = Codec("tiny", gating_config=gating.GatingConfig(modes=(NONE,)))
+    none_only = EncodeOptions(quality=60, gating=gating.GatingConfig(modes=(NONE,)))
     rgb = _photo()
-    data = none_only.encode(rgb, quality=60)
+    data = codec.encode(rgb, none_only)
     header, layers = container.unpack(data)
-    thorough = Codec("tiny", effort=gating.LAYOUT_EFFORT, gating_config=none_only.gating)
-    layouts = container.unpack(thorough.encode(rgb, quality=60))[1]
+    layouts = container.unpack(codec.encode(rgb, none_only, effort=gating.LAYOUT_EFFORT))[1]
     assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
     res = codec.decode(data, keep_base=True)
     assert (res.base == gating.FLAT).all()  # the prediction is flat grey
@@ -185,9 +185,9 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
     from semcodec.format.info import file_info
 
     assert file_info(data)["residual_chroma"] == "4:4:4"
-    fast = Codec("tiny", effort=gating.VERIFY_EFFORT - 1, gating_config=none_only.gating)
+    fast = codec.encode(rgb, none_only, effort=gating.VERIFY_EFFORT - 1)
     plain = avif.encode(rgb.astype(np.int16) - 128, 60, gating.VERIFY_EFFORT - 1)
-    assert container.unpack(fast.encode(rgb, quality=60))[1][LayerKind.RESIDUAL] == plain
+    assert container.unpack(fast)[1][LayerKind.RESIDUAL] == plain
     with pytest.raises(CorruptData, match="COMPACT"):  # a compact layer no tile uses
         codec.decode(_repack(data, COMPACT=b"\x00" * 8))
     gated = codec.encode(rgb, quality=60)
@@ -215,7 +215,8 @@ def test_info_and_base_layer_of_a_file_without_compact_layer(tmp_path, monkeypat
     from semcodec.cli import cli
 
     monkeypatch.chdir(tmp_path)
-    data = Codec("tiny", gating_config=gating.GatingConfig(modes=(NONE,))).encode(_photo(), 60)
+    none_only = gating.GatingConfig(modes=(NONE,))
+    data = Codec("tiny").encode(_photo(), quality=60, gating=none_only)
     (tmp_path / "n.sem").write_bytes(data)
     r = CliRunner().invoke(cli, ["info", "n.sem"])
     assert r.exit_code == 0 and "no compact layer" in r.stdout and "none 100" in r.stdout
@@ -247,22 +248,23 @@ def test_below_search_effort_high_qualities_code_the_image_without_the_networks(
     that may only choose 'none'; lower qualities, -q 0 and SEARCH_EFFORT still search."""
     rgb = _photo()
     q = gating.SEARCH_QUALITY
-    fast = Codec("tiny", gating_config=gating.GatingConfig(modes=(NONE,)))
-    assert fast.effort < gating.SEARCH_EFFORT
+    fast = Codec("tiny")
+    options = EncodeOptions(quality=q, gating=gating.GatingConfig(modes=(NONE,)))
+    assert options.effort < gating.SEARCH_EFFORT
     calls = _counting_compnet(fast, monkeypatch)
     monkeypatch.setattr(fast, "reconstruct", lambda *a: pytest.fail("generator ran"))
-    data = fast.encode(rgb, quality=q)
-    assert calls[0] == 0 and "compnet" not in fast.timings
+    data, stats = fast.encode_with_stats(rgb, options)
+    assert calls[0] == 0 and "compnet" not in stats.times.wall
     _, layers = container.unpack(data)
     assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
     monkeypatch.undo()  # the generator back; a full search that may only choose 'none'
     calls = _counting_compnet(fast, monkeypatch)
     monkeypatch.setattr(gating, "searches", lambda effort, quality: True)
-    assert fast.encode(rgb, quality=q) == data and calls[0] > 0
+    assert fast.encode(rgb, options) == data and calls[0] > 0
     monkeypatch.undo()
     for effort, quality in ((5, q - 1), (5, 0), (gating.SEARCH_EFFORT, q)):
-        searching = Codec("tiny", effort=effort)
+        searching = Codec("tiny")
         calls = _counting_compnet(searching, monkeypatch)
-        searching.encode(rgb, quality=quality)
+        searching.encode(rgb, quality=quality, effort=effort)
         assert calls[0] > 0, (effort, quality)
         monkeypatch.undo()

@@ -42,10 +42,11 @@ def files(tmp_path_factory) -> dict[str, bytes]:
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import GatingConfig
 
-    codec = Codec("tiny", gating_config=GatingConfig(enabled=False))  # all layers present
+    codec = Codec("tiny")
+    off = GatingConfig(enabled=False)  # all layers present
     return {
-        "q0": codec.encode(_image(0), quality=0),
-        "q60": codec.encode(_image(1), quality=60, residual="native"),
+        "q0": codec.encode(_image(0), quality=0, gating=off),
+        "q60": codec.encode(_image(1), quality=60, residual="native", gating=off),
     }
 
 

@@ -19,6 +19,7 @@ from semcodec.encoder import codec as codec_mod
 from semcodec.encoder import segment
 from semcodec.encoder.codec import COMPNET_MARGIN, Codec, Tiling, _bands
 from semcodec.encoder.gating import GatingConfig
+from semcodec.encoder.options import EncodeOptions
 from semcodec.format.tiling import Region
 from semcodec.format.tiling import pad_rgb as _pad_rgb
 
@@ -111,14 +112,18 @@ def test_intra_op_threads_when_not_deterministic():
 
 
 def test_tiled_images_report_progress_per_tile():
-    """Codec.progress sees every tile of every stage once, ending at the tile count (a call
+    """A call's progress sees every tile of every stage once, ending at the tile count (a call
     with total 0 says a stage began)."""
     calls = []
-    c = Codec("tiny", tiling=Tiling(64, 64, 0), gating_config=GatingConfig(enabled=False))
-    c.progress = lambda stage, done, total: calls.append((stage, done, total))
+    c = Codec("tiny", tiling=Tiling(64, 64, 0))
+    opts = EncodeOptions(quality=50, residual="native", gating=GatingConfig(enabled=False))
+
+    def progress(stage: str, done: int, total: int) -> None:
+        calls.append((stage, done, total))
+
     img = _photo(200, 152)
     n = len(Tiling(64, 64, 0).regions(152, 200))
-    data = c.encode(img, 50, "native")  # the generator runs once here, for the residual
+    data = c.encode(img, opts, progress)  # the generator runs once here, for the residual
     for stage in ("segment", "compnet", "generator"):
         mine = [(d, t) for s, d, t in calls if s == stage and t > 0]
         assert mine and mine[-1][0] == mine[-1][1], stage
@@ -127,10 +132,13 @@ def test_tiled_images_report_progress_per_tile():
     began = [s for s, _, t in calls if t == 0]
     assert began == ["segment", "compnet", "generator", "residual"], began
     calls.clear()
-    c.decode(data)
+    c.decode(data, progress=progress)
     assert calls == [("generator", i, n) for i in range(1, n + 1)]
     calls.clear()
-    Codec("tiny").encode(img, 50, "native")  # untiled: no per-tile progress
+    Codec("tiny").encode(img, opts, progress)  # untiled: no per-tile progress
+    assert [t for _, _, t in calls if t > 0] == []
+    calls.clear()
+    c.encode(img, opts)  # no progress asked for: none heard
     assert calls == []
 
 
@@ -142,3 +150,37 @@ def test_cli_bar_shows_tile_progress_for_one_file(monkeypatch, capsys):
     assert not bar.enabled  # one file: no bar ...
     bar.tiles("compnet", 3, 24)  # ... until a tiled image reports its tiles
     assert bar.enabled and "compnet tile 3/24" in capsys.readouterr().err
+
+
+def test_two_tasks_at_once_on_one_codec_give_the_files_each_gives_alone(tmp_path, monkeypatch):
+    """A cluster worker of two threads: tasks of other efforts and qualities run at the same
+    time on the process's one codec, each held at the segmentation until both are inside the
+    encode, and each file is the one its task writes alone (no task's settings on the codec)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from semcodec.batch.cluster import run_task
+    from semcodec.cli import codec as cli_codec
+
+    tasks = []
+    for i, (effort, quality, residual) in enumerate(((1, 30, "avif"), (9, 70, "avif"))):
+        path = tmp_path / f"p{i}.png"
+        Image.fromarray(_photo(96 + 32 * i, 64)).save(path)
+        tasks.append(
+            cli_codec._EncodeTask(
+                str(path), None, "tiny", quality, residual, None, None, effort=effort
+            )
+        )
+    alone = [run_task(cli_codec._encode_worker, t).data for t in tasks]
+    assert all(alone) and alone[0] != alone[1]
+    barrier = threading.Barrier(2, timeout=120)
+
+    def hold(stage: str, _done: int, total: int) -> None:
+        if stage == "segment" and total == 0:  # both tasks have begun before either goes on
+            barrier.wait()
+
+    monkeypatch.setattr(cli_codec, "tile_progress", lambda: hold)
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda t: run_task(cli_codec._encode_worker, t), tasks))
+    assert [o.error for o in together] == ["", ""]
+    assert [o.data for o in together] == alone

@@ -80,9 +80,9 @@ def test_refined_base_only_file_decodes_better_and_reproducibly():
     codec = get_codec("tiny")
     rgb = _image(1)
     cfg = RefineConfig(steps=20, bf16=False)
-    plain = codec.finish(codec.analyse(rgb), 0, "native")[0]
-    refined = codec.finish(codec.analyse(rgb, cfg), 0, "native")[0]
-    again = codec.finish(codec.analyse(rgb, cfg), 0, "native")[0]
+    plain = codec.encode(rgb, quality=0, residual="native")
+    refined = codec.encode(rgb, quality=0, residual="native", refine=cfg)
+    again = codec.finish(codec.analyse(rgb, refine=cfg), quality=0, residual="native")[0]
     assert refined == again  # same input, same settings, same bytes
 
     def err(data: bytes) -> float:

@@ -31,6 +31,7 @@ import semcodec
 from semcodec.cli import cli
 from semcodec.encoder.codec import DEFAULT_TILING, Codec, Tiling, get_codec
 from semcodec.encoder.gating import GatingConfig
+from semcodec.encoder.options import EncodeOptions
 from semcodec.errors import CorruptData, ModelError, SemcodecError
 from semcodec.format import container
 from semcodec.format.tiling import pad_rgb as _pad_rgb
@@ -521,14 +522,15 @@ def test_tiled_pipeline_agrees_with_untiled(codec: Codec):
     """
     img = photo(200, 152)
     off = GatingConfig(enabled=False)  # the generator's prediction everywhere: its seams show
-    tiled = Codec("tiny", tiling=Tiling(64, 64, 0), gating_config=off)
-    codec = Codec("tiny", gating_config=off)
+    tiled = Codec("tiny", tiling=Tiling(64, 64, 0))
+    codec = Codec("tiny")
     rgb = _pad_rgb(img)
     labels = codec.semantic_map(rgb)
     diff = np.abs(tiled.compact(rgb, labels) - codec.compact(rgb, labels))
     assert diff.max() <= 1 and (diff > 0).mean() < 0.005
     label_agreement = float((tiled.semantic_map(rgb) == labels).mean())
-    du, dt = codec.encode(img, 60, "native"), tiled.encode(img, 60, "native")
+    opts = EncodeOptions(quality=60, residual="native", gating=off)
+    du, dt = codec.encode(img, opts), tiled.encode(img, opts)
     base_u = np.asarray(codec.decode(du, "base").image)
     base_t = np.asarray(tiled.decode(dt, "base").image)
     full_u, full_t = np.asarray(codec.decode(du).image), np.asarray(tiled.decode(dt).image)

@@ -57,7 +57,7 @@ def codec():
 def _fixed_map(codec, monkeypatch) -> None:
     """Replace the encoder's map: left half car, right half road."""
 
-    def labels(rgb: np.ndarray) -> np.ndarray:
+    def labels(rgb: np.ndarray, _progress=None) -> np.ndarray:
         mh, mw = rgb.shape[0] // 8, rgb.shape[1] // 8
         out = np.full((mh, mw), ROAD, np.uint8)
         out[:, : mw // 2] = CAR
@@ -89,8 +89,8 @@ def test_roi_pixels_beat_a_uniform_file_of_the_same_size(codec, monkeypatch) -> 
 
     _fixed_map(codec, monkeypatch)
     rgb = scene()
-    with_roi = codec.encode(rgb, 50, roi_config=parse_roi("car"))
-    _q, uniform, met = search_quality(lambda q: codec.encode(rgb, q), len(with_roi))
+    with_roi = codec.encode(rgb, quality=50, roi=parse_roi("car"))
+    _q, uniform, met = search_quality(lambda q: codec.encode(rgb, quality=q), len(with_roi))
     assert met and len(uniform) <= len(with_roi)
     roi_in, roi_out = _regions(codec, with_roi, rgb)
     uni_in, uni_out = _regions(codec, uniform, rgb)
@@ -104,7 +104,7 @@ def test_a_stronger_roi_gives_the_background_up(codec, monkeypatch) -> None:
 
     _fixed_map(codec, monkeypatch)
     rgb = scene()
-    sizes = [len(codec.encode(rgb, 50, roi_config=parse_roi("car", s))) for s in (0, 1, 3)]
+    sizes = [len(codec.encode(rgb, quality=50, roi=parse_roi("car", s))) for s in (0, 1, 3)]
     assert sizes[0] > sizes[1] > sizes[2], sizes
 
 
@@ -115,11 +115,11 @@ def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch)
 
     _fixed_map(codec, monkeypatch)
     cfg = parse_roi("car:2,pedestrian", 1.5)
-    data = codec.encode(scene(), 40, roi_config=cfg)
+    data = codec.encode(scene(), quality=40, roi=cfg)
     assert data[8] == 4  # format version 4: the ROI layer
     _header, layers = container.unpack(data)
     assert decode_roi(layers[container.LayerKind.ROI]) == cfg
-    assert codec.encode(scene(), 40, roi_config=cfg) == data  # deterministic
+    assert codec.encode(scene(), quality=40, roi=cfg) == data  # deterministic
     assert codec.decode(data).image.size == (192, 128)
 
 
@@ -128,7 +128,7 @@ def test_quality_zero_has_no_residual_and_no_roi_layer(codec, monkeypatch) -> No
     from semcodec.format import container
 
     _fixed_map(codec, monkeypatch)
-    data = codec.encode(scene(96, 64), 0, roi_config=parse_roi("car"))
+    data = codec.encode(scene(96, 64), quality=0, roi=parse_roi("car"))
     assert container.LayerKind.ROI not in container.layer_sizes(data)
 
 
@@ -140,7 +140,7 @@ def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> No
     from semcodec.encoder.codec import Codec
     from semcodec.format import container
 
-    data = Codec("tiny", bf16=False).encode(scene(), quality, residual)
+    data = Codec("tiny", bf16=False).encode(scene(), quality=quality, residual=residual)
     map_hash, file_hash = BEFORE_ROI[(quality, residual)]
     _header, layers = container.unpack(data)
     if hashlib.sha256(layers[container.LayerKind.SEMANTIC_MAP]).hexdigest() != map_hash:

@@ -47,8 +47,8 @@ def _densest(mask: np.ndarray) -> tuple[int, int]:
 def one(codec: Codec, rgb: np.ndarray, quality: int, name: str, out: Path) -> str:
     """Write one crop image; a table row of bytes and PSNRs."""
     cfg = parse_roi(ROI)
-    with_roi = codec.encode(rgb, quality, roi_config=cfg)
-    q_uni, uniform, _ = search_quality(lambda q: codec.encode(rgb, q), len(with_roi))
+    with_roi = codec.encode(rgb, quality=quality, roi=cfg)
+    q_uni, uniform, _ = search_quality(lambda q: codec.encode(rgb, quality=q), len(with_roi))
     dec = [np.asarray(codec.decode(d).image.convert("RGB")) for d in (uniform, with_roi)]
     h, w = rgb.shape[:2]
     blocks = block_weights(codec.semantic_map(pad_rgb(rgb)), cfg) > 0

@@ -40,7 +40,7 @@ def measure(rgb: np.ndarray, codec: Codec, avif: AvifAdapter) -> dict:
     analysis = codec.analyse(rgb)
     ours, side = [], 0
     for q in QUALITIES:
-        data, _ = codec.finish(analysis, q)
+        data, _ = codec.finish(analysis, quality=q)
         side = len(data) - len(container.unpack(data)[1][LayerKind.RESIDUAL])
         ours.append((8 * len(data) / px, psnr(rgb, np.asarray(codec.decode(data).image))))
     ref = []

@@ -1,11 +1,63 @@
-"""The decoder a caller gets for a file: its release's torch-free parts, else a model's codec."""
+"""The Python API: ``encode``, ``decode``, ``decode_map`` (re-exported by ``semcodec``).
+
+Encoding loads a model's Codec once per process (torch); decoding uses the torch-free parts of
+the release a file names where they are installed, and reading the map needs no model at all.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from semcodec.decoder.pipeline import decoder_for
-from semcodec.format import container
+from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
+
+if TYPE_CHECKING:
+    import numpy as np
+    from PIL import Image
+
+__all__ = ["decode", "decode_map", "decoder_of", "encode"]
+
+
+def encode(
+    image: Any,
+    quality: int = DEFAULT_QUALITY,
+    model: str = DEFAULT_MODEL,
+    residual: str = DEFAULT_RESIDUAL,
+    roi: Any = None,
+    roi_strength: float | None = None,
+    effort: int = DEFAULT_EFFORT,
+) -> bytes:
+    """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes.
+
+    ``roi`` names the classes (CLASSES) whose pixels get the residual's bits: "car,pedestrian",
+    with optional weights "car:2", a list of names or a dict name -> weight; ``roi_strength``
+    (0..4, default 1) how much the rest gives up (docs/roi.md). RoiError on a bad name.
+    ``effort`` (1..9) trades encoding time for bytes; decoding never depends on it.
+    """
+    from semcodec.encoder.codec import get_codec
+    from semcodec.encoder.options import EncodeOptions
+    from semcodec.encoder.roi_spec import parse_roi
+
+    options = EncodeOptions(
+        quality=quality, effort=effort, residual=residual, roi=parse_roi(roi, roi_strength)
+    )
+    return get_codec(model).encode(image, options)
+
+
+def decode(data: bytes, layer: str = "full", model: str | None = None) -> Image.Image:
+    """Decode .sem bytes into a PIL image (without torch where the file's release is installed)."""
+    return decoder_of(data, model).decode(data, layer=layer).image
+
+
+def decode_map(data: bytes, size: str = "full") -> np.ndarray:
+    """The semantic map of .sem bytes as a uint8 numpy array of class ids (MAP_NAMES[id]:
+    CLASSES, and UNKNOWN = 11 where a release's network was not sure).
+
+    size="full" gives one id per pixel (nearest), "stored" the coded 1/8-size map. Only the
+    header and the map layer are read: no model, no generator, no torch.
+    """
+    from semcodec.decoder.maplayer import decode_map as _decode_map
+
+    return _decode_map(data, size)
 
 
 def decoder_of(data: bytes, model: str | None = None) -> Any:
@@ -15,6 +67,9 @@ def decoder_of(data: bytes, model: str | None = None) -> Any:
     bundle that has none (test bundles, weights given by path), the codec of its model name.
     With a model: that model's codec, which refuses files of other weights.
     """
+    from semcodec.decoder.pipeline import decoder_for
+    from semcodec.format import container
+
     if model is None:
         header = container.read_header(data)
         dec = decoder_for(header)

@@ -109,6 +109,7 @@ def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
     roi ("car,pedestrian:2", a list or a dict of class weights) and roi_strength (0..4)."""
     from semcodec.defaults import DEFAULT_QUALITY, DEFAULT_RESIDUAL
     from semcodec.encoder.codec import get_codec
+    from semcodec.encoder.options import EncodeOptions
     from semcodec.encoder.roi_spec import parse_roi
     from semcodec.format.metadata import parse_selection
 
@@ -118,15 +119,13 @@ def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
     if given:
         im = im.copy()
         im.info.update(given)
-    fp.write(
-        codec.encode(
-            im,
-            quality=int(params.get("quality", DEFAULT_QUALITY)),
-            residual=params.get("residual", DEFAULT_RESIDUAL),
-            metadata=parse_selection(str(params.get("metadata", "all"))),
-            roi_config=parse_roi(params.get("roi"), params.get("roi_strength")),
-        )
+    options = EncodeOptions(
+        quality=int(params.get("quality", DEFAULT_QUALITY)),
+        residual=params.get("residual", DEFAULT_RESIDUAL),
+        metadata=parse_selection(str(params.get("metadata", "all"))),
+        roi=parse_roi(params.get("roi"), params.get("roi_strength")),
     )
+    fp.write(codec.encode(im, options))
 
 
 def register() -> None:

@@ -72,7 +72,8 @@ def forced_file(codec, picture: Image.Image, quality: int, modes, all_symbols: b
     rgb = an.img.rgb
     h, w = rgb.shape[:2]
     an.reconstruction = codec.reconstruct(an.symbols, an.labels, (h, w))
-    pred, gate = codec._gated(an, np.array(modes, np.int64), all_symbols)
+    cfg = an.options.gating
+    pred, gate = codec._gated(an, cfg, np.array(modes, np.int64), all_symbols)
     layers = {k: v for k, v in an.layers.items() if k != LayerKind.COMPACT}
     layers.update(codec._side_layers(an, gate))
     backend = get_backend("avif")
@@ -107,7 +108,7 @@ def unknown_file(codec, picture: Image.Image, quality: int, residual: str) -> by
     an = codec.analyse(picture)
     an.labels[1:5, 2:7] = UNKNOWN  # in place: CompNet's deferred run reads the same array
     an.layers[LayerKind.SEMANTIC_MAP] = encode_map(an.labels, codec.bundle.map_symbols)
-    return codec.finish(an, quality, residual)[0]
+    return codec.finish(an, quality=quality, residual=residual)[0]
 
 
 def synthetic(width: int, height: int, mode: str, seed: int) -> Image.Image:
@@ -164,6 +165,7 @@ def main(model: str = "default", add: bool = False) -> None:
     existing files are never rewritten: they are what that release wrote)."""
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import GatingConfig
+    from semcodec.encoder.options import EncodeOptions
 
     codec = Codec(model)
     out = folder(f"{codec.bundle.name}-{codec.bundle.hash[:8]}")
@@ -180,22 +182,21 @@ def main(model: str = "default", add: bool = False) -> None:
             continue
         if f"{name}.sem" in record["files"]:
             continue
-        enc = codec
-        if name in GATING:
-            enc = Codec(model, gating_config=GatingConfig(**GATING[name]))
+        gated = {"gating": GatingConfig(**GATING[name])} if name in GATING else {}
+        options = EncodeOptions(quality=q, residual=residual, **gated)
         picture = structured(w, h, i) if name in STRUCTURED else synthetic(w, h, mode, i)
         if name in FORCED:
             data = forced_file(codec, picture, q, *FORCED[name])
         elif name in UNKNOWN_MAP:
             data = unknown_file(codec, picture, q, residual)
         elif name in ENHANCED:
-            data = enhanced_file(enc.encode(picture, quality=q, residual=residual), i)
+            data = enhanced_file(codec.encode(picture, options), i)
         elif name in ROI:
             from semcodec.encoder.roi_spec import parse_roi
 
-            data = enc.encode(picture, q, residual, roi_config=parse_roi(ROI[name], 1.5))
+            data = codec.encode(picture, options, roi=parse_roi(ROI[name], 1.5))
         else:
-            data = enc.encode(picture, quality=q, residual=residual)
+            data = codec.encode(picture, options)
         (out / f"{name}.sem").write_bytes(data)
         full = codec.decode(data)
         base = codec.decode(data, layer="base")

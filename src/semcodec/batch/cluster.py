@@ -25,25 +25,28 @@ from semcodec.batch.window import WINDOW_PER_WORKER, windowed
 from semcodec.batch.workers import one_torch_thread, start_worker
 from semcodec.errors import SemcodecError, UsageProblem, describe_error
 
-_LOCAL = re.compile(r"local(?::(\d+))?")
+_LOCAL = re.compile(r"local(?::(\d+)(?:x(\d+))?)?")
 
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """Where to run: a scheduler address, or a number of local worker processes."""
+    """Where to run: a scheduler address, or local worker processes and their task threads."""
 
     address: str | None = None
     local_workers: int = 0
+    local_threads: int = 1  # tasks a local worker runs at once (one torch thread each)
 
 
 def parse_cluster(text: str) -> ClusterSpec:
-    """``local``, ``local:N`` or a scheduler address such as ``tcp://10.0.0.5:8786``."""
+    """``local``, ``local:N``, ``local:NxT`` (N workers of T threads) or a scheduler address
+    such as ``tcp://10.0.0.5:8786``."""
     match = _LOCAL.fullmatch(text.strip())
     if match:
         workers = int(match.group(1) or os.cpu_count() or 1)
-        if workers < 1:
-            raise UsageProblem("local:N needs N >= 1", option="--cluster")
-        return ClusterSpec(local_workers=workers)
+        threads = int(match.group(2) or 1)
+        if workers < 1 or threads < 1:
+            raise UsageProblem("local:NxT needs N, T >= 1", option="--cluster")
+        return ClusterSpec(local_workers=workers, local_threads=threads)
     if ":" not in text:
         raise UsageProblem(
             f"expected local:N or a scheduler address (tcp://host:8786), got {text!r}",
@@ -84,17 +87,15 @@ def _plugin_class() -> type:
 
 
 _THREAD_READY = threading.local()
-_CODEC_LOCK = threading.Lock()
 
 
 def run_task(fn: Callable[[Any], Outcome], task: Any) -> Outcome:
-    """One task on a worker: one torch thread per task thread, and one task per process at a
-    time (a worker's codec is shared; give workers --nthreads 1 and several processes)."""
+    """One task on a worker: one torch thread per task thread. A worker runs as many tasks
+    at once as it has threads: they share its codec, which holds no task's settings."""
     if not getattr(_THREAD_READY, "done", False):
         one_torch_thread()
         _THREAD_READY.done = True
-    with _CODEC_LOCK:
-        return fn(task)
+    return fn(task)
 
 
 #: what a lost scheduler raises in the client: its futures cancelled, its connection closed
@@ -155,7 +156,7 @@ def _client(spec: ClusterSpec) -> Iterator[Any]:
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with _local_start_method(), distributed.LocalCluster(
         n_workers=spec.local_workers,
-        threads_per_worker=1,
+        threads_per_worker=spec.local_threads,
         processes=True,
         dashboard_address=None,
         silence_logs=40,  # logging.ERROR: a restarted worker is not news on the terminal

@@ -33,12 +33,12 @@ from semcodec.batch.verify import Existing
 from semcodec.errors import SemcodecError, describe_error
 from semcodec.imageio import remove_stale_temps
 
-# the in-process batch's tile progress (Codec.progress); None in worker processes
+# the in-process batch's tile progress (Codec calls' progress); None in worker processes
 _TILE_PROGRESS: Callable[[str, int, int], None] | None = None
 
 
 def tile_progress() -> Callable[[str, int, int], None] | None:
-    """What a worker function hands to Codec.progress: the batch's bar in this process only."""
+    """What a worker function passes as progress: the batch's bar in this process only."""
     return _TILE_PROGRESS
 
 

@@ -362,9 +362,15 @@ class SemcodecAdapter(CodecAdapter):
         if self._codec is None:
             from semcodec.encoder.codec import Codec
 
-            options = {} if self.gating is None else {"gating_config": self.gating}
-            self._codec = Codec(model=self.model, effort=self.effort, **options)
+            self._codec = Codec(model=self.model)
         return self._codec
+
+    def _options(self, quality: int) -> Any:
+        """This adapter's EncodeOptions at one quality."""
+        from semcodec.encoder.options import EncodeOptions
+
+        gating = {} if self.gating is None else {"gating": self.gating}
+        return EncodeOptions(quality=quality, effort=self.effort, residual=self.residual, **gating)
 
     def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
         """Encode the array through the public API (no PNG round trip billed to encode_s)."""
@@ -375,11 +381,11 @@ class SemcodecAdapter(CodecAdapter):
         codec = self._get()
         arr = np.ascontiguousarray(rgb)
         if hasattr(codec, "encode_with_stats"):
-            data, stats = codec.encode_with_stats(arr, quality=quality, residual=self.residual)
+            data, stats = codec.encode_with_stats(arr, self._options(quality))
             data = bytes(data)
             self._last = (data, _layer_sizes(stats.layer_bytes, len(data)))
         else:
-            data = bytes(codec.encode(arr, quality=quality, residual=self.residual))
+            data = bytes(codec.encode(arr, self._options(quality)))
             self._last = None
         return data
 

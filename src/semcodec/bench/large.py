@@ -122,20 +122,22 @@ def _child(argv: list[str]) -> None:
     cpu = {"model_load": time.process_time() - cpu_start}
     info: dict = {}
     if op == "encode":
-        data, stats = codec.encode_with_stats(src, int(quality), residual)
+        data, stats = codec.encode_with_stats(src, quality=int(quality), residual=residual)
+        times = stats.times
         Path(dst).write_bytes(data)
         c = codec.bundle.comp.cfg.out_channels
         info = {"bytes": len(data), "layers": stats.layer_bytes, "compact_channels": c}
     else:
         result = codec.decode(Path(src).read_bytes(), keep_base=True)
+        times = result.times
         t = time.perf_counter()
         c = time.process_time()
         result.image.save(dst, compress_level=1)
         np.save(Path(dst).with_suffix(".base.npy"), result.base)
-        codec.timings["write_png"] = time.perf_counter() - t
-        codec.cpu_timings["write_png"] = time.process_time() - c
-    timings.update(codec.timings)
-    cpu.update(codec.cpu_timings)
+        times.wall["write_png"] = time.perf_counter() - t
+        times.cpu["write_png"] = time.process_time() - c
+    timings.update(times.wall)
+    cpu.update(times.cpu)
     timings["total"] = time.perf_counter() - start
     cpu["total"] = time.process_time() - cpu_start
     print(json.dumps({"timings": timings, "cpu_timings": cpu, **info}))

@@ -188,7 +188,7 @@ def run(cfg: RoiBenchConfig, progress: Callable[[str], None] | None = None) -> d
         for q in cfg.sem_qualities:
             for label, rc in (("semcodec-roi", roi_cfg), ("semcodec", None)):
                 t0 = time.perf_counter()
-                data = codec.encode(rgb, q, roi_config=rc)
+                data = codec.encode(rgb, quality=q, roi=rc)
                 seconds[label].append(time.perf_counter() - t0)
                 out = np.asarray(codec.decode(data).image.convert("RGB"))
                 _add(sums[label], q, data, rgb, out, gt, ids)

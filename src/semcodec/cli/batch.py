@@ -49,7 +49,7 @@ class BatchProgress(Progress):
         self.enabled = self.tty and total > 1
 
     def tiles(self, stage: str, done: int, total: int) -> None:
-        """Progress within one image (Codec.progress): the stage that began (total 0) or a
+        """Progress within one image (a Codec call's progress): the stage that began (total 0) or a
         tiled image's tiles; shown even for a single file."""
         if self.tty:
             self.enabled = True

@@ -120,6 +120,23 @@ class _EncodeTask:
     roi: Any = None  # a roi.RoiConfig, or None
 
 
+def _encode_options(task: _EncodeTask) -> Any:
+    """The task's EncodeOptions (quality: the fixed one, else the default)."""
+    from semcodec.encoder.gating import GatingConfig
+    from semcodec.encoder.options import EncodeOptions
+    from semcodec.encoder.refine import RefineConfig
+
+    return EncodeOptions(
+        quality=DEFAULT_QUALITY if task.quality is None else task.quality,
+        effort=task.effort,
+        residual=task.residual or DEFAULT_RESIDUAL,
+        gating=GatingConfig(enabled=task.gating),
+        roi=task.roi,
+        refine=RefineConfig(steps=task.refine_steps) if task.refine_steps else None,
+        metadata=task.metadata,
+    )
+
+
 def _encode_work(task: _EncodeTask) -> Outcome:
     """Load, encode (searching quality for a size target) and describe one image."""
     progress = tile_progress()
@@ -127,24 +144,18 @@ def _encode_work(task: _EncodeTask) -> Outcome:
         progress("loading the model", 0, 0)
     import_torch()
     from semcodec.encoder.codec import get_codec
-    from semcodec.encoder.gating import GatingConfig
-    from semcodec.encoder.refine import RefineConfig
     from semcodec.imageio import load_image
 
-    codec = get_codec(task.model)
-    codec.effort = task.effort  # this process's codec, one task at a time
-    codec.gating = GatingConfig(enabled=task.gating)
-    codec.progress = progress
+    codec = get_codec(task.model)  # shared by the process's tasks: the options go with each call
+    options = _encode_options(task)
     image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
-    residual = task.residual or DEFAULT_RESIDUAL
     stats_by_quality = {}
-    refine = RefineConfig(steps=task.refine_steps) if task.refine_steps else None
     # networks run once, however many qualities are tried
-    analysis = codec.analyse(image, refine, metadata=task.metadata, roi_config=task.roi)
+    analysis = codec.analyse(image, options, progress)
 
     def encode(quality: int) -> bytes:
         """One encode, keeping its per-layer stats for the report."""
-        data, stats = codec.finish(analysis, quality, residual)
+        data, stats = codec.finish(analysis, options.but(quality=quality), progress)
         stats_by_quality[quality] = stats
         return data
 
@@ -163,7 +174,7 @@ def _encode_work(task: _EncodeTask) -> Outcome:
                 f"bytes (quality {quality}); nothing written"
             )
     else:
-        quality = DEFAULT_QUALITY if task.quality is None else task.quality
+        quality = options.quality
         data = encode(quality)
     info = {
         "width": image.width,
@@ -410,8 +421,9 @@ def _decode_work(task: _DecodeTask) -> Outcome:
     data = read_input(task.source, task.data)
     if task.layer == "map":
         return _map_work(data, task)
-    dec = _decoder(data, task.model)
-    result = dec.decode(data, layer=task.layer)
+    from semcodec.api import decoder_of
+
+    result = decoder_of(data, task.model).decode(data, layer=task.layer, progress=tile_progress())
     image = result.image
     out = png_bytes(image, task.fmt, result.metadata)
     extra = None
@@ -432,15 +444,6 @@ def _decode_work(task: _DecodeTask) -> Outcome:
             "prediction the residual was coded against"
         )
     return Outcome(True, out, extra=extra, info=info, warnings=warnings)
-
-
-def _decoder(data: bytes, model: str | None):
-    """The file's decoder (api.decoder_of), drawing the tile progress bar."""
-    from semcodec.api import decoder_of
-
-    dec = decoder_of(data, model)
-    dec.progress = tile_progress()
-    return dec
 
 
 def _map_work(data: bytes, task: _DecodeTask) -> Outcome:

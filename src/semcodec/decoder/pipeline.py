@@ -46,6 +46,20 @@ from semcodec.intgrid.enhancer import Adjust, IntEnhancer
 
 # (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
 GeneratorKernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# called as progress(stage, done, total) after each tile of a tiled image (total 0: a stage began)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class StageTimes:
+    """Wall and CPU seconds (all threads) per stage of one encode or decode (benchmarks)."""
+
+    wall: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    def copy(self) -> StageTimes:
+        """An independent copy, to go on from without changing this one."""
+        return StageTimes(dict(self.wall), dict(self.cpu))
 
 
 @dataclass
@@ -62,6 +76,7 @@ class DecodeResult:
     adjust: Adjust | None = None  # files with an ENHANCE layer: what it says
     enhanced: bool = False  # whether the enhancement network ran on this picture
     pixels: np.ndarray | None = field(default=None, repr=False)  # RGB (H,W,3) before the mode
+    times: StageTimes = field(default_factory=StageTimes)  # this decode's seconds per stage
 
 
 def numpy_kernel(parts: DecoderParts) -> GeneratorKernel:
@@ -150,9 +165,6 @@ class Decoder:
         self.kernel = kernel if kernel is not None else deferred_kernel(lambda: auto_kernel(parts))
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING
-        self.progress: Callable[[str, int, int], None] | None = None
-        self.timings: dict[str, float] = {}  # wall seconds per stage of the last decode
-        self.cpu_timings: dict[str, float] = {}
 
     def check_model(self, header: Header) -> None:
         """Refuse a file made with other weights."""
@@ -202,14 +214,21 @@ class Decoder:
             return None
         return decode_gating(data, *map_shape(header))
 
-    def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
+    def decode(
+        self,
+        data: bytes,
+        layer: str = "full",
+        keep_base: bool = False,
+        progress: Progress | None = None,
+    ) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
 
-        keep_base also returns the generator output before the residual (one decode, both layers).
+        keep_base also returns the generator output before the residual (one decode, both
+        layers); ``progress`` hears of each generator tile of a tiled image.
         """
         if layer not in ("full", "base"):
             raise ValueError(f"layer must be 'full' or 'base', got {layer!r}")
-        clock = Clock(self.timings, self.cpu_timings)
+        clock = Clock()
         header, layers = container.unpack(data, self.limits)
         self.check_model(header)
         gate = self.gating(header, layers)
@@ -231,7 +250,7 @@ class Decoder:
         if gate is None:
             symbols = decode_compact(layers[LayerKind.COMPACT], shape, table)
             clock("compact_coder")
-            out = reconstruct(symbols, labels, (h, w), self.kernel, self.tiling, self.progress)
+            out = reconstruct(symbols, labels, (h, w), self.kernel, self.tiling, progress)
             clock("generator")
         else:
             modes = gate.modes
@@ -241,7 +260,7 @@ class Decoder:
             preds: dict[int, np.ndarray | int] = {}
             if (modes == prediction.GEN).any():
                 preds[prediction.GEN] = reconstruct(
-                    symbols, labels, (h, w), self.kernel, self.tiling, self.progress
+                    symbols, labels, (h, w), self.kernel, self.tiling, progress
                 )
             clock("generator")
             if (modes == prediction.BASE).any():
@@ -270,7 +289,17 @@ class Decoder:
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
         modes = None if gate is None else gate.modes
         return DecodeResult(
-            img, header, labels, sizes, base if keep_base else None, meta, modes, adjust, ran, out
+            image=img,
+            header=header,
+            semantic_map=labels,
+            layer_bytes=sizes,
+            base=base if keep_base else None,
+            metadata=meta,
+            modes=modes,
+            adjust=adjust,
+            enhanced=ran,
+            pixels=out,
+            times=clock.times,
         )
 
 
@@ -285,17 +314,17 @@ def decoder_for(header: Header, limits: Limits | None = None) -> Decoder | None:
 class Clock:
     """Records wall and CPU seconds since the previous call under a stage name (benchmarks)."""
 
-    def __init__(self, wall: dict[str, float], cpu: dict[str, float]):
-        wall.clear()
-        cpu.clear()
-        self.wall, self.cpu = wall, cpu
+    def __init__(self, times: StageTimes | None = None):
+        """Add to ``times`` (a fresh StageTimes if None), which the caller returns."""
+        self.times = times if times is not None else StageTimes()
         self.t, self.c = time.perf_counter(), time.process_time()
 
     def __call__(self, stage: str) -> None:
         """Close the current stage."""
         t, c = time.perf_counter(), time.process_time()
-        self.wall[stage] = self.wall.get(stage, 0.0) + t - self.t
-        self.cpu[stage] = self.cpu.get(stage, 0.0) + c - self.c
+        wall, cpu = self.times.wall, self.times.cpu
+        wall[stage] = wall.get(stage, 0.0) + t - self.t
+        cpu[stage] = cpu.get(stage, 0.0) + c - self.c
         self.t, self.c = t, c
 
 

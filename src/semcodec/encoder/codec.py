@@ -10,7 +10,7 @@ entropy/.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,16 +21,11 @@ from PIL import Image
 
 from semcodec import runtime
 from semcodec.decoder import pipeline as decoder
-from semcodec.decoder.pipeline import DecodeResult
-from semcodec.defaults import (
-    DEFAULT_EFFORT,
-    DEFAULT_MODEL,
-    DEFAULT_QUALITY,
-    DEFAULT_RESIDUAL,
-    EFFORTS,
-)
+from semcodec.decoder.pipeline import DecodeResult, Progress, StageTimes
+from semcodec.defaults import DEFAULT_MODEL
 from semcodec.encoder import enhance, gating, roi, segment
 from semcodec.encoder.netinput import context_pixels
+from semcodec.encoder.options import ANALYSIS_FIELDS, EncodeOptions
 from semcodec.encoder.refine import RefineConfig, refine_latents
 from semcodec.errors import ModelError, UnsupportedInput
 from semcodec.format import container
@@ -40,7 +35,6 @@ from semcodec.format.container import Header, LayerKind, Limits
 from semcodec.format.enhance import encode_adjust
 from semcodec.format.gating import GatingPlan, encode_gating
 from semcodec.format.map import encode_map
-from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.format.metadata import Metadata, encode_metadata
 from semcodec.format.residual import get_backend
 from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, grow, pad_rgb, paste
@@ -60,29 +54,38 @@ BANDS_2, BANDS_4 = 1 << 11, 1 << 14
 
 @dataclass
 class EncodeStats:
-    """What an encode produced, for reporting (bytes per layer)."""
+    """What an encode produced, for reporting (bytes per layer, seconds per stage)."""
 
     layer_bytes: dict[str, int]
     total_bytes: int
+    times: StageTimes = field(default_factory=StageTimes)  # this file's stages, shared ones too
 
 
 @dataclass
 class Analysis:
-    """The quality-independent part of an encode (``Codec.analyse``), reusable across qualities."""
+    """The quality-independent part of an encode (``Codec.analyse``), reusable across qualities.
+
+    It caches what later qualities reuse (CompNet's symbols, the reconstruction), so it
+    belongs to one caller at a time.
+    """
 
     img: LoadedImage
     labels: np.ndarray
     make_symbols: Callable[[], np.ndarray] = field(repr=False)  # CompNet, run on first need
     layers: dict[LayerKind, bytes]  # semantic map (and metadata) payloads
-    timings: dict[str, float]
-    cpu_timings: dict[str, float]
+    options: EncodeOptions  # the options analysed with: refine, metadata and roi are fixed here
+    times: StageTimes = field(default_factory=StageTimes)  # the shared stages' seconds
     reconstruction: np.ndarray | None = None  # the generator's output, made on first need
     metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
     modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
     _symbols: np.ndarray | None = field(default=None, repr=False)
     compact_layer: bytes | None = None  # the compact payload with every symbol, made on first need
-    roi: roi.RoiConfig | None = None  # the classes whose pixels get the residual's bits
     _roi_plan: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def roi(self) -> roi.RoiConfig | None:
+        """The classes whose pixels get the residual's bits (None: no ROI)."""
+        return self.options.roi
 
     def roi_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The image the residual codes (background pre-filtered) and the rate guide, made once
@@ -102,12 +105,6 @@ class Analysis:
         if self._symbols is None:
             self._symbols = self.make_symbols()
         return self._symbols
-
-
-def _check_quality(quality: int) -> None:
-    """Qualities are 0 (base layer only) to 100."""
-    if not 0 <= int(quality) <= 100:
-        raise ValueError(f"quality must be 0..100, got {quality}")
 
 
 def _bands(region: Region) -> list[Region]:
@@ -142,7 +139,11 @@ def _resolve_model(model: str) -> str:
 
 
 class Codec:
-    """Encoder and decoder bound to one model bundle (loaded once, reused for every image)."""
+    """Encoder and decoder bound to one model bundle (loaded once, reused for every image).
+
+    It holds the model only (networks, bf16 choice, tiling, caches): each call's settings come
+    as an ``EncodeOptions``, so threads may encode with different settings at the same time.
+    """
 
     def __init__(
         self,
@@ -151,84 +152,53 @@ class Codec:
         limits: Limits | None = None,
         tiling: Tiling | None = None,
         deterministic: bool = True,
-        refine: RefineConfig | None = None,
-        effort: int = DEFAULT_EFFORT,
-        gating_config: gating.GatingConfig | None = None,
-        enhance: bool = True,
     ):
         """bf16=None autocasts the encoder networks to bf16 only where that is native and
         faster (runtime.bf16_decision). deterministic=False lets the encoder networks use
         torch's intra-op threads instead of the fixed split of work (runtime.run_parallel):
-        files may then differ between thread counts. refine sets the encoder's latent
-        refinement (see refine.py); the default is off. effort (1..9, default 5) is the
-        encoder's time/bytes trade-off (the AVIF residual's speed); decoding never depends on it.
-        enhance=False writes no ENHANCE layer (benchmarks: the files without enhancement)."""
-        if effort not in EFFORTS:
-            raise ValueError(f"effort must be 1..9, got {effort}")
-        self.effort = int(effort)
-        # called as progress(stage, done, total) after each tile of a tiled image (CLI bar)
-        self.progress: Callable[[str, int, int], None] | None = None
+        files may then differ between thread counts."""
         runtime.return_large_frees()
         self.bundle: ModelBundle = load_bundle(_resolve_model(model))
-        self.refine = refine if refine is not None else RefineConfig()
         self.deterministic = deterministic
         self.bf16 = runtime.bf16_decision().use if bf16 is None else bool(bf16)
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING
-        self.timings: dict[str, float] = {}  # wall seconds per stage of the last encode/decode
-        self.cpu_timings: dict[str, float] = {}  # CPU seconds (all threads) per stage, likewise
         self._decoder: decoder.Decoder | None = None
-        self.gating = gating_config or gating.GatingConfig()
-        self.enhance = bool(enhance)
+        self._decoder_lock = threading.Lock()
 
-    def _began(self, stage: str) -> None:
-        """Tell ``progress`` a stage began (total 0: no tiles), so a single file's encode on a
-        terminal says what it is doing."""
-        if self.progress is not None:
-            self.progress(stage, 0, 0)
+    def _runner(self, progress: Progress | None) -> segment.Runner:
+        """Encoder work: a fixed split on one thread per piece, or plain intra-op threads;
+        tiled stages report each finished piece to ``progress``."""
 
-    def _ticking(self, stage: str, tasks: list[Callable[[], T]]) -> list[Callable[[], T]]:
-        """Tasks that report each finished piece to ``progress`` (tiled images only)."""
-        report = self.progress
-        if report is None or len(tasks) < 2:
-            return tasks
-        done = [0]
-        lock = threading.Lock()
+        def run(tasks: list[Callable[[], T]], stage: str = "") -> list[T]:
+            tasks = _ticking(progress, stage, tasks) if stage else tasks
+            if self.deterministic:
+                return runtime.run_parallel(list(tasks))
+            return [t() for t in tasks]
 
-        def wrap(task: Callable[[], T]) -> Callable[[], T]:
-            def run() -> T:
-                out = task()
-                with lock:
-                    done[0] += 1
-                    report(stage, done[0], len(tasks))
-                return out
-
-            return run
-
-        return [wrap(t) for t in tasks]
-
-    def _run(self, tasks: list[Callable[[], T]], stage: str = "") -> list[T]:
-        """Encoder work: a fixed split on one thread per piece, or plain intra-op threads."""
-        tasks = self._ticking(stage, tasks) if stage else tasks
-        if self.deterministic:
-            return runtime.run_parallel(list(tasks))
-        return [t() for t in tasks]
+        return run
 
     # ----- encoder -------------------------------------------------------------------------
-    def semantic_map(self, rgb: np.ndarray) -> np.ndarray:
+    def semantic_map(self, rgb: np.ndarray, progress: Progress | None = None) -> np.ndarray:
         """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image (segment.py)."""
         with runtime.network_heap():
-            return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, self._run)
+            run = self._runner(progress)
+            return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, run)
 
     @torch.no_grad()
     def compact(
-        self, rgb: np.ndarray, labels: np.ndarray, refine: RefineConfig | None = None
+        self,
+        rgb: np.ndarray,
+        labels: np.ndarray,
+        refine: RefineConfig | None = None,
+        progress: Progress | None = None,
     ) -> np.ndarray:
         """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map.
 
-        CompNet runs per tile and, within a tile, in row bands (``_bands``) side by side.
+        CompNet runs per tile and, within a tile, in row bands (``_bands``) side by side;
+        ``refine`` (None: off) refines the latents before quantisation (refine.py).
         """
-        refine = refine if refine is not None else self.refine
+        refine = refine if refine is not None else RefineConfig()
         ph, pw = rgb.shape[:2]
         c = self.bundle.comp.cfg.out_channels
         symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
@@ -252,14 +222,19 @@ class Codec:
 
             return run
 
-        results = self._run([piece(r) for r in pieces], "compnet" if len(regions) > 1 else "")
+        stage = "compnet" if len(regions) > 1 else ""
+        results = self._runner(progress)([piece(r) for r in pieces], stage)
         for r, q in zip(pieces, results, strict=True):
             paste(symbols, r, q)
         return symbols
 
     @torch.no_grad()
     def reconstruct(
-        self, symbols: np.ndarray, labels: np.ndarray, crop: tuple[int, int]
+        self,
+        symbols: np.ndarray,
+        labels: np.ndarray,
+        crop: tuple[int, int],
+        progress: Progress | None = None,
     ) -> np.ndarray:
         """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (tiled).
 
@@ -267,7 +242,7 @@ class Codec:
         thread count, so it uses all of torch's threads; a bundle without one (e.g. the
         ``paper`` configuration) runs its float generator on one thread.
         """
-        return decoder.reconstruct(symbols, labels, crop, self.kernel, self.tiling, self.progress)
+        return decoder.reconstruct(symbols, labels, crop, self.kernel, self.tiling, progress)
 
     @property
     def kernel(self) -> decoder.GeneratorKernel:
@@ -293,44 +268,42 @@ class Codec:
     def encode(
         self,
         image: Image.Image | np.ndarray | LoadedImage | str | bytes,
-        quality: int = DEFAULT_QUALITY,
-        residual: str = DEFAULT_RESIDUAL,
-        metadata: Iterable[str] = METADATA_KINDS,
-        roi_config: roi.RoiConfig | None = None,
+        options: EncodeOptions | None = None,
+        progress: Progress | None = None,
+        **settings: Any,
     ) -> bytes:
-        """Encode an image into a complete .sem file, keeping the metadata kinds named;
-        ``roi_config`` (roi.parse_roi) gives the named classes the residual's bits."""
-        return self.encode_with_stats(image, quality, residual, metadata, roi_config)[0]
+        """Encode an image into a complete .sem file with ``options`` (default EncodeOptions()),
+        any EncodeOptions field given by keyword changed, e.g. ``encode(img, quality=60)``."""
+        return self.encode_with_stats(image, options, progress, **settings)[0]
 
     def encode_with_stats(
         self,
-        image,
-        quality: int = DEFAULT_QUALITY,
-        residual: str = DEFAULT_RESIDUAL,
-        metadata: Iterable[str] = METADATA_KINDS,
-        roi_config: roi.RoiConfig | None = None,
+        image: Image.Image | np.ndarray | LoadedImage | str | bytes,
+        options: EncodeOptions | None = None,
+        progress: Progress | None = None,
+        **settings: Any,
     ) -> tuple[bytes, EncodeStats]:
-        """Encode and report bytes per layer."""
-        _check_quality(quality)
-        analysis = self.analyse(image, metadata=metadata, roi_config=roi_config)
-        return self.finish(analysis, quality, residual)
+        """Encode and report bytes per layer and seconds per stage (``encode``'s arguments)."""
+        opts = _options(options, EncodeOptions(), settings)
+        analysis = self.analyse(image, opts, progress)
+        return self.finish(analysis, opts, progress)
 
     def analyse(
         self,
-        image,
-        refine: RefineConfig | None = None,
-        metadata: Iterable[str] = METADATA_KINDS,
-        roi_config: roi.RoiConfig | None = None,
+        image: Image.Image | np.ndarray | LoadedImage | str | bytes,
+        options: EncodeOptions | None = None,
+        progress: Progress | None = None,
+        **settings: Any,
     ) -> Analysis:
         """Run what every quality shares (map, compact layer, their payloads) once.
 
         Rate control encodes one image at several qualities: with an Analysis the networks run
-        once and each further quality costs only the residual coder (``finish``). ``refine``
-        overrides the Codec's latent refinement for this image; ``metadata`` names the kinds
-        of the input's metadata (icc, exif, xmp) the file keeps; ``roi_config`` the regions
-        of interest every quality of this analysis favours.
+        once and each further quality costs only the residual coder (``finish``). Of the
+        options, ``refine``, ``metadata`` (the input metadata kinds the file keeps) and ``roi``
+        are fixed here for every quality of this analysis.
         """
-        clock = decoder.Clock(self.timings, self.cpu_timings)
+        opts = _options(options, EncodeOptions(), settings)
+        clock = decoder.Clock()
         img = self._load(image)
         clock("load")
         h, w = img.rgb.shape[:2]
@@ -338,24 +311,22 @@ class Codec:
         if problem:
             raise UnsupportedInput(problem)
         rgb = pad_rgb(img.rgb)
-        self._began("segment")
-        labels = self.semantic_map(rgb)
+        _began(progress, "segment")
+        labels = self.semantic_map(rgb, progress)
         clock("segment")
         layers = {LayerKind.SEMANTIC_MAP: encode_map(labels, self.bundle.map_symbols)}
         clock("map_coder")
-        kept = img.metadata.keep(frozenset(metadata))
+        kept = img.metadata.keep(opts.metadata)
         if kept:
             layers[LayerKind.METADATA] = encode_metadata(kept)
         return Analysis(
-            img,
-            labels,
-            lambda: self.compact(rgb, labels, refine),
-            layers,
-            dict(self.timings),
-            dict(self.cpu_timings),
-            None,
-            kept,
-            roi=roi_config,
+            img=img,
+            labels=labels,
+            make_symbols=lambda: self.compact(rgb, labels, opts.refine, progress),
+            layers=layers,
+            options=opts,
+            times=clock.times,
+            metadata=kept,
         )
 
     def _compact_layer(self, analysis: Analysis) -> bytes:
@@ -364,7 +335,9 @@ class Codec:
             analysis.compact_layer = encode_compact(analysis.symbols, self.bundle.compact_table)
         return analysis.compact_layer
 
-    def _candidates(self, analysis: Analysis, quality: int) -> list[tuple[np.ndarray, Any]]:
+    def _candidates(
+        self, analysis: Analysis, opts: EncodeOptions
+    ) -> list[tuple[np.ndarray, Any]]:
         """Predictions to code the residual against, each with its gate (None: the generator
         everywhere, the ungated layout); the chooser's pick first.
 
@@ -375,7 +348,7 @@ class Codec:
         take nothing. The cheaper plan is the pick; the other extreme (no prediction anywhere,
         or the generator everywhere) follows for the check with the real coder (``_residual``).
         """
-        cfg = self.gating
+        cfg, quality = opts.gating, opts.quality
         recon = analysis.reconstruction
         if not cfg.enabled or quality == 0:
             return [(recon, None)]
@@ -400,22 +373,26 @@ class Codec:
         if (modes == gating.GEN).all():
             pick = (recon, None)
         else:
-            pick = self._gated(analysis, modes, all_symbols)
+            pick = self._gated(analysis, cfg, modes, all_symbols)
         out = [pick]
         if pick[1] is not None and (modes != gating.NONE).any() and gating.NONE in cfg.modes:
-            out.append(self._flat(analysis))
+            out.append(self._flat(analysis, cfg))
         elif pick[1] is not None and gating.GEN in cfg.modes:
             out.append((recon, None))
         elif pick[1] is None and gating.NONE in cfg.modes:
-            out.append(self._flat(analysis))
+            out.append(self._flat(analysis, cfg))
         return out
 
     def _gated(
-        self, analysis: Analysis, modes: np.ndarray, all_symbols: bool
+        self,
+        analysis: Analysis,
+        cfg: gating.GatingConfig,
+        modes: np.ndarray,
+        all_symbols: bool,
     ) -> tuple[np.ndarray, GatingPlan]:
         """The blended prediction of given tile modes, from the symbols the decoder will have
         (none, and no CompNet run, where no tile uses the base)."""
-        cfg, levels = self.gating, self.bundle.levels
+        levels = self.bundle.levels
         h, w = analysis.img.rgb.shape[:2]
         mh, mw = analysis.labels.shape
         used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
@@ -448,35 +425,33 @@ class Codec:
             )
         return out
 
-    def _searches(self, quality: int) -> bool:
-        """Whether this encode looks for a prediction (and so runs CompNet and the generator):
-        always for the base layer alone and without gating, otherwise gating.searches."""
-        cfg = self.gating
-        if quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
-            return True
-        return gating.searches(self.effort, quality)
-
-    def _prepare_base(self, analysis: Analysis, clock: decoder.Clock) -> None:
+    def _prepare_base(
+        self, analysis: Analysis, clock: decoder.Clock, progress: Progress | None
+    ) -> None:
         """CompNet and the compact layer, run and timed once per analysis."""
         if analysis.compact_layer is not None:
             return
-        self._began("compnet")
+        _began(progress, "compnet")
         _ = analysis.symbols  # CompNet
         clock("compnet")
         self._compact_layer(analysis)
         clock("compact_coder")
         for stage in ("compnet", "compact_coder"):  # later qualities report the shared stages
-            analysis.timings[stage] = self.timings[stage]
-            analysis.cpu_timings[stage] = self.cpu_timings[stage]
+            analysis.times.wall[stage] = clock.times.wall[stage]
+            analysis.times.cpu[stage] = clock.times.cpu[stage]
 
-    def _flat(self, analysis: Analysis) -> tuple[np.ndarray, Any]:
+    def _flat(self, analysis: Analysis, cfg: gating.GatingConfig) -> tuple[np.ndarray, Any]:
         """No prediction in any tile: the residual layer codes the image itself, and the file
         has no compact layer (no CompNet needed)."""
-        th, tw = gating.tile_shape(*analysis.labels.shape, self.gating.tile_blocks)
-        return self._gated(analysis, np.full((th, tw), gating.NONE, np.int64), False)
+        th, tw = gating.tile_shape(*analysis.labels.shape, cfg.tile_blocks)
+        return self._gated(analysis, cfg, np.full((th, tw), gating.NONE, np.int64), False)
 
     def _residual(
-        self, analysis: Analysis, quality: int, backend: Any, plans: list[tuple[np.ndarray, Any]]
+        self,
+        analysis: Analysis,
+        opts: EncodeOptions,
+        backend: Any,
+        plans: list[tuple[np.ndarray, Any]],
     ) -> tuple[dict[LayerKind, bytes], Any]:
         """The residual, gating and compact layers of the chosen plan, and its gate.
 
@@ -485,13 +460,14 @@ class Codec:
         AVIF: 4:2:0 as well where the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
         (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
         """
+        quality, effort = opts.quality, opts.effort
         rgb = analysis.img.rgb
         plan = analysis.roi_plan()
         target, guide = plan if plan is not None else (rgb, None)
         extra = {} if guide is None else {"guide": guide}
-        if self.effort < gating.VERIFY_EFFORT:
+        if effort < gating.VERIFY_EFFORT:
             cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
-        elif self.effort < gating.LAYOUT_EFFORT:
+        elif effort < gating.LAYOUT_EFFORT:
             cands = [(pred, gate, None) for pred, gate in plans]
         else:  # each candidate in every payload layout the backend offers for it
             cands = [
@@ -504,13 +480,12 @@ class Codec:
             def run() -> bytes:
                 res = target.astype(np.int16)
                 res -= pred
-                return backend.encode(res, quality, self.effort, layout, **extra)
+                return backend.encode(res, quality, effort, layout, **extra)
 
             return run
 
         # libaom runs one thread per encode: the candidates side by side give the same bytes
         payloads = runtime.run_parallel([code(pred, layout) for pred, _, layout in cands])
-        fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + 80  # header, map: the same
         best: tuple[float, dict[LayerKind, bytes], Any] | None = None
         for (pred, gate, _), payload in zip(cands, payloads, strict=True):
             layers = self._side_layers(analysis, gate)
@@ -520,46 +495,59 @@ class Codec:
             h, w = rgb.shape[:2]
             dec = backend.decode(payload, h, w) + pred
             mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
-            bits = 8.0 * (fixed + sum(len(v) for v in layers.values()))
+            bits = 8.0 * self._file_size(analysis, layers)
             cost = gating.rd_cost(bits, mse, quality)
             if best is None or cost < best[0]:
                 best = (cost, layers, gate)
         assert best is not None
         return best[1], best[2]
 
+    def _file_size(self, analysis: Analysis, layers: dict[LayerKind, bytes]) -> int:
+        """The size estimate a candidate's cost uses: its layers, the map and the container's
+        fixed estimate (container.ESTIMATED_HEADER: files' bytes depend on its value)."""
+        fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + container.ESTIMATED_HEADER
+        return fixed + sum(len(v) for v in layers.values())
+
     def finish(
-        self, analysis: Analysis, quality: int = DEFAULT_QUALITY, residual: str = DEFAULT_RESIDUAL
+        self,
+        analysis: Analysis,
+        options: EncodeOptions | None = None,
+        progress: Progress | None = None,
+        **settings: Any,
     ) -> tuple[bytes, EncodeStats]:
-        """The .sem file of an analysed image at one quality (residual, alpha, container)."""
-        _check_quality(quality)
-        clock = decoder.Clock(self.timings, self.cpu_timings)
-        self.timings.update(analysis.timings)  # a file's stage times include the shared stages
-        self.cpu_timings.update(analysis.cpu_timings)
+        """The .sem file of an analysed image (residual, alpha, container) with ``options``
+        (default: those of the analysis), e.g. ``finish(analysis, quality=q)`` in rate control;
+        refine, metadata and roi must be the analysis's."""
+        opts = _options(options, analysis.options, settings)
+        _check_analysis(analysis, opts)
+        quality = opts.quality
+        times = analysis.times.copy()  # a file's stage times include the shared stages
+        clock = decoder.Clock(times)
         img = analysis.img
         h, w = img.rgb.shape[:2]
         layers = dict(analysis.layers)
         backend_code = 0
-        predicts = self._searches(int(quality))
+        predicts = _searches(opts)
         if predicts:
-            self._prepare_base(analysis, clock)
+            self._prepare_base(analysis, clock, progress)
         if quality == 0:
             layers[LayerKind.COMPACT] = self._compact_layer(analysis)
         else:
-            backend = get_backend(residual)
+            backend = get_backend(opts.residual)
             if predicts:
                 if analysis.reconstruction is None:
-                    self._began("generator")
+                    _began(progress, "generator")
                     analysis.reconstruction = self.reconstruct(
-                        analysis.symbols, analysis.labels, (h, w)
+                        analysis.symbols, analysis.labels, (h, w), progress
                     )
                 clock("generator")
-                plans = self._candidates(analysis, int(quality))
+                plans = self._candidates(analysis, opts)
             else:
-                plans = [self._flat(analysis)]
-            self._began("residual")
-            chosen, gate = self._residual(analysis, int(quality), backend, plans)
+                plans = [self._flat(analysis, opts.gating)]
+            _began(progress, "residual")
+            chosen, gate = self._residual(analysis, opts, backend, plans)
             layers.update(chosen)
-            analysis.modes[int(quality)] = None if gate is None else gate.modes
+            analysis.modes[quality] = None if gate is None else gate.modes
             if analysis.roi is not None:
                 layers[LayerKind.ROI] = roi.encode_roi(analysis.roi)
             clock("residual")
@@ -573,19 +561,19 @@ class Codec:
             mode=img.mode,
             model_name=self.bundle.name,
             model_hash=self.bundle.hash,
-            quality=int(quality),
+            quality=quality,
             residual_backend=backend_code,
             map_scale=MULTIPLE,
             compact_levels=self.bundle.levels,
         )
         data = container.pack(header, layers)
-        if self.enhance and self.bundle.enh_table is not None:
-            self._began("enhance")
-            data, layers = self._enhanced(data, header, layers, img.rgb, int(quality))
+        if opts.enhance and self.bundle.enh_table is not None:
+            _began(progress, "enhance")
+            data, layers = self._enhanced(data, header, layers, img.rgb, opts)
             clock("enhance")
-        stats = EncodeStats({k.name.lower(): len(v) for k, v in layers.items()}, len(data))
+        sizes = {k.name.lower(): len(v) for k, v in layers.items()}
         clock("pack")
-        return data, stats
+        return data, EncodeStats(layer_bytes=sizes, total_bytes=len(data), times=times)
 
     def _enhanced(
         self,
@@ -593,21 +581,18 @@ class Codec:
         header: Header,
         layers: dict[LayerKind, bytes],
         original: np.ndarray,
-        quality: int,
+        opts: EncodeOptions,
     ) -> tuple[bytes, dict[LayerKind, bytes]]:
         """The file with an ENHANCE layer fitted to the original, where that lowers its cost."""
         dec = self.decoder
-        wall, cpu = dict(self.timings), dict(self.cpu_timings)
         result = dec.decode(data)
-        for mine, kept in ((self.timings, wall), (self.cpu_timings, cpu)):
-            mine.clear()  # the decoder may share these dicts: keep the encode's stages
-            mine.update(kept)
         assert dec.enhancer is not None and result.pixels is not None
         choice = enhance.choose(
-            dec.enhancer, original, result.pixels, result.semantic_map, quality, self.effort
+            dec.enhancer, original, result.pixels, result.semantic_map, opts.quality, opts.effort
         )
         layer = encode_adjust(choice.adjust)
-        if not enhance.pays(choice, len(data), len(layer), quality):
+        enhanced = len(data) + len(layer) + container.ESTIMATED_ENTRY
+        if not enhance.pays(choice, len(data), enhanced, opts.quality):
             return data, layers
         layers = {**layers, LayerKind.ENHANCE: layer}
         return container.pack(header, layers), layers
@@ -627,14 +612,13 @@ class Codec:
     # ----- decoder -------------------------------------------------------------------------
     @property
     def decoder(self) -> decoder.Decoder:
-        """The decoder of this bundle's files, on the encoder's generator kernel."""
-        if self._decoder is None:
-            parts = zoo.decoder_parts(self.bundle, with_generator=False)
-            self._decoder = decoder.Decoder(
-                parts, decoder.deferred_kernel(lambda: self.kernel), self.limits, self.tiling
-            )
-        self._decoder.progress = self.progress
-        return self._decoder
+        """The decoder of this bundle's files, on the encoder's generator kernel (made once)."""
+        with self._decoder_lock:
+            if self._decoder is None:
+                parts = zoo.decoder_parts(self.bundle, with_generator=False)
+                kernel = decoder.deferred_kernel(lambda: self.kernel)
+                self._decoder = decoder.Decoder(parts, kernel, self.limits, self.tiling)
+            return self._decoder
 
     def check_model(self, header: Header) -> None:
         """Refuse a file made with another model or other weights."""
@@ -644,16 +628,78 @@ class Codec:
             )
         self.decoder.check_model(header)
 
-    def decode(self, data: bytes, layer: str = "full", keep_base: bool = False) -> DecodeResult:
+    def decode(
+        self,
+        data: bytes,
+        layer: str = "full",
+        keep_base: bool = False,
+        progress: Progress | None = None,
+    ) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
 
-        keep_base also returns the generator output before the residual (one decode, both layers).
+        keep_base also returns the generator output before the residual (one decode, both
+        layers); the result carries the decode's stage times.
         """
         self.check_model(container.read_header(data))
-        dec = self.decoder
-        result = dec.decode(data, layer, keep_base)
-        self.timings, self.cpu_timings = dec.timings, dec.cpu_timings
-        return result
+        return self.decoder.decode(data, layer, keep_base, progress)
+
+
+def _began(progress: Progress | None, stage: str) -> None:
+    """Tell ``progress`` a stage began (total 0: no tiles), so a single file's encode on a
+    terminal says what it is doing."""
+    if progress is not None:
+        progress(stage, 0, 0)
+
+
+def _ticking(
+    progress: Progress | None, stage: str, tasks: list[Callable[[], T]]
+) -> list[Callable[[], T]]:
+    """Tasks that report each finished piece to ``progress`` (tiled images only)."""
+    if progress is None or len(tasks) < 2:
+        return tasks
+    done = [0]
+    lock = threading.Lock()
+
+    def wrap(task: Callable[[], T]) -> Callable[[], T]:
+        def run() -> T:
+            out = task()
+            with lock:
+                done[0] += 1
+                progress(stage, done[0], len(tasks))
+            return out
+
+        return run
+
+    return [wrap(t) for t in tasks]
+
+
+def _searches(opts: EncodeOptions) -> bool:
+    """Whether this encode looks for a prediction (and so runs CompNet and the generator):
+    always for the base layer alone and without gating, otherwise gating.searches."""
+    cfg = opts.gating
+    if opts.quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
+        return True
+    return gating.searches(opts.effort, opts.quality)
+
+
+def _options(
+    options: EncodeOptions | None, default: EncodeOptions, settings: dict[str, Any]
+) -> EncodeOptions:
+    """The call's options (``default`` if none) with the keyword settings changed; a quality
+    given by position instead of by keyword is refused, not taken for options."""
+    if options is not None and not isinstance(options, EncodeOptions):
+        raise TypeError(
+            f"options must be an EncodeOptions, got {type(options).__name__}: give settings by "
+            "keyword, e.g. encode(image, quality=60)"
+        )
+    return (options or default).but(**settings)
+
+
+def _check_analysis(analysis: Analysis, opts: EncodeOptions) -> None:
+    """Refuse to finish an analysis with options it was not made with (refine, metadata, roi)."""
+    if opts.analysis_key() != analysis.options.analysis_key():
+        names = ", ".join(ANALYSIS_FIELDS)
+        raise ValueError(f"finish: {names} must be those the image was analysed with")
 
 
 def _predicts_nothing(gate: GatingPlan | None) -> bool:
@@ -662,29 +708,12 @@ def _predicts_nothing(gate: GatingPlan | None) -> bool:
 
 
 _DEFAULT: dict[str, Codec] = {}
+_DEFAULT_LOCK = threading.Lock()
 
 
 def get_codec(model: str = DEFAULT_MODEL) -> Codec:
-    """A process-wide Codec per model, so models load once."""
-    if model not in _DEFAULT:
-        _DEFAULT[model] = Codec(model)
-    return _DEFAULT[model]
-
-
-def encode(
-    image,
-    quality: int = DEFAULT_QUALITY,
-    model: str = DEFAULT_MODEL,
-    residual: str = DEFAULT_RESIDUAL,
-    metadata: Iterable[str] = METADATA_KINDS,
-    roi_config: roi.RoiConfig | None = None,
-) -> bytes:
-    """Encode a PIL image (or array/path/bytes) into .sem bytes, keeping its metadata."""
-    return get_codec(model).encode(image, quality, residual, metadata, roi_config)
-
-
-def decode(data: bytes, layer: str = "full", model: str | None = None) -> Image.Image:
-    """Decode .sem bytes into a PIL image; the model is taken from the file unless given."""
-    if model is None:
-        model = container.read_header(data).model_name
-    return get_codec(model).decode(data, layer=layer).image
+    """A process-wide Codec per model, so models load once (also when threads ask at once)."""
+    with _DEFAULT_LOCK:
+        if model not in _DEFAULT:
+            _DEFAULT[model] = Codec(model)
+        return _DEFAULT[model]

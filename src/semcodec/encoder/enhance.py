@@ -98,11 +98,12 @@ def choose(
     return EnhanceChoice(adjust, enhanced, mse_before, mse_after)
 
 
-def pays(choice: EnhanceChoice, file_bytes: int, layer_bytes: int, quality: int) -> bool:
-    """Whether the file with the layer has the lower rate-distortion cost (gating.rd_cost)."""
+def pays(choice: EnhanceChoice, plain_bytes: int, enhanced_bytes: int, quality: int) -> bool:
+    """Whether the file with the layer (``enhanced_bytes`` long, the plain file
+    ``plain_bytes``) has the lower rate-distortion cost (gating.rd_cost)."""
     if choice.adjust.tiles is not None and not choice.adjust.tiles.any():
         return False
     q = max(int(quality), 1)
-    without = gating.rd_cost(8.0 * file_bytes, choice.mse_before, q)
-    with_layer = gating.rd_cost(8.0 * (file_bytes + layer_bytes + 8), choice.mse_after, q)
+    without = gating.rd_cost(8.0 * plain_bytes, choice.mse_before, q)
+    with_layer = gating.rd_cost(8.0 * enhanced_bytes, choice.mse_after, q)
     return with_layer < without

@@ -40,11 +40,14 @@ class EnhanceTrainConfig:
 
 
 def _codec_pairs(codec, rgb: np.ndarray, qualities: list[int], residual: str) -> list[dict]:
-    """Encode one image at each quality, decode it: (decoded, labels, quality, bytes)."""
-    analysis = codec.analyse(rgb)
+    """Encode one image at each quality without the enhancement layer (the pictures the
+    post-filter will see: before it), decode it: (decoded, labels, quality, bytes)."""
+    from semcodec.encoder.options import EncodeOptions
+
+    analysis = codec.analyse(rgb, EncodeOptions(residual=residual, enhance=False))
     out = []
     for q in qualities:
-        data, _ = codec.finish(analysis, q, residual)
+        data, _ = codec.finish(analysis, quality=q)
         res = codec.decode(data)
         out.append(
             {
@@ -98,7 +101,7 @@ def make_data(
     """Write one shard per training image (skips shards already written: resumable)."""
     from semcodec.encoder.codec import Codec
 
-    codec = Codec(model, enhance=False)  # the pictures the post-filter will see: before it
+    codec = Codec(model)
     paths = list_images(photos)
     if camvid is not None:
         for split in ("train", "val"):

@@ -405,12 +405,12 @@ _CODEC = None
 
 
 def _worker_codec():
-    """The worker's codec, loaded once, with its own enhancement switched off."""
+    """The worker's codec, loaded once (write_shard encodes without enhancement)."""
     global _CODEC
     if _CODEC is None:
         from semcodec.encoder.codec import Codec
 
-        _CODEC = Codec("default", enhance=False)
+        _CODEC = Codec("default")
     return _CODEC
 
 

@@ -14,8 +14,8 @@ so a heavy parent would inflate every child's figure.
 Per configuration the child reports the import and model-loading times separately, then the
 median over ``--repeats`` runs (after one warm-up) of a whole ``Codec.encode_with_stats`` and
 ``Codec.decode``, and of each stage inside them.  Stage times come from the Codec's own stage
-clock (``Codec.timings`` / ``cpu_timings``), renamed to this report's stages.  ``other`` is
-the end-to-end time minus the timed stages (alpha coding, output assembly).
+clock (the ``StageTimes`` each encode and decode returns), renamed to this report's stages.
+``other`` is the end-to-end time minus the timed stages (alpha coding, output assembly).
 
 The networks-alone check times the segmentation network (``logits_lowres``), CompNet and the
 generator on a 768×512 input in fp32 and bf16 autocast, against the targets of the speed
@@ -186,7 +186,7 @@ def _wait(proc: subprocess.Popen, timeout_s: float | None) -> tuple[int | None, 
         time.sleep(0.05)
 
 
-# Codec's own stage clock (Codec.timings / cpu_timings) -> the stage names of this report;
+# the Codec's own stage clock (EncodeStats.times, DecodeResult.times) -> this report's stages;
 # stages not listed (alpha, assemble) count as "other".
 _CODEC_STAGES: dict[str, str] = {
     "load": "input",
@@ -204,14 +204,15 @@ _CODEC_STAGES: dict[str, str] = {
 _UNREPORTED = {"alpha", "assemble"}
 
 
-def _stages(codec: Any, unknown: set[str]) -> tuple[dict[str, float], dict[str, float]]:
-    """The last encode's or decode's (wall, CPU) seconds per report stage, from the Codec.
+def _stages(times: Any, unknown: set[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """An encode's or decode's (wall, CPU) seconds per report stage, from the StageTimes it
+    returned (EncodeStats.times, DecodeResult.times).
 
     Stage names the mapping does not know (the codec changed) are collected in ``unknown``;
     their time lands in ``other``.
     """
     out: tuple[dict[str, float], dict[str, float]] = ({}, {})
-    for src, dst in ((codec.timings, out[0]), (codec.cpu_timings, out[1])):
+    for src, dst in ((times.wall, out[0]), (times.cpu, out[1])):
         for name, t in src.items():
             stage = _CODEC_STAGES.get(name)
             if stage is None:
@@ -270,12 +271,12 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
         a, ac = time.perf_counter(), time.process_time()
         data, stats = codec.encode_with_stats(rgb, quality=q, residual=residual)
         b, bc = time.perf_counter(), time.process_time()
-        wall, cpu = _stages(codec, unknown)
+        wall, cpu = _stages(stats.times, unknown)
         enc_st.append(wall)
         enc_sc.append(cpu)
-        codec.decode(data)
+        decoded = codec.decode(data)
         c, cc = time.perf_counter(), time.process_time()
-        wall, cpu = _stages(codec, unknown)
+        wall, cpu = _stages(decoded.times, unknown)
         dec_st.append(wall)
         dec_sc.append(cpu)
         enc_t.append(b - a)

@@ -1,0 +1,65 @@
+"""What one encode asks for (quality, effort, residual coder, gating, ROI, refinement, ...).
+
+A frozen value passed to each ``Codec`` call, so one loaded model serves any number of
+encodes with different settings side by side (threads of a Dask worker): the Codec holds the
+model only, never a call's settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
+from semcodec.encoder.gating import GatingConfig
+from semcodec.format.metadata import KINDS as METADATA_KINDS
+from semcodec.format.residual import BACKENDS
+from semcodec.format.roi import RoiConfig
+
+if TYPE_CHECKING:  # refine.py needs torch; options are built before torch is imported
+    from semcodec.encoder.refine import RefineConfig
+
+__all__ = ["ANALYSIS_FIELDS", "EncodeOptions"]
+
+# the fields ``Codec.analyse`` consumes: an Analysis is reused only with the same values
+ANALYSIS_FIELDS = ("refine", "metadata", "roi")
+
+
+@dataclass(frozen=True)
+class EncodeOptions:
+    """One encode's settings; invalid values fail here, before any model runs."""
+
+    quality: int = DEFAULT_QUALITY  # 0 (base layer only) .. 100
+    effort: int = DEFAULT_EFFORT  # 1..9: encoder time for fewer bytes; decoding never depends on it
+    residual: str = DEFAULT_RESIDUAL  # the residual layer's coder (format.residual.BACKENDS)
+    gating: GatingConfig = field(default_factory=GatingConfig)  # per-tile prediction choice
+    roi: RoiConfig | None = None  # classes that get the residual's bits (roi.parse_roi)
+    refine: RefineConfig | None = None  # latent refinement (refine.py); None: off
+    metadata: frozenset[str] = frozenset(METADATA_KINDS)  # input metadata kinds the file keeps
+    enhance: bool = True  # False: no ENHANCE layer (benchmarks: the files without it)
+
+    def __post_init__(self) -> None:
+        """Refuse settings no encode can honour, with the value in the message."""
+        if isinstance(self.quality, bool) or not 0 <= int(self.quality) <= 100:
+            raise ValueError(f"quality must be 0..100, got {self.quality}")
+        if self.effort not in EFFORTS:
+            raise ValueError(f"effort must be 1..9, got {self.effort}")
+        if self.residual not in BACKENDS:
+            raise ValueError(
+                f"unknown residual backend {self.residual!r}; choose one of {', '.join(BACKENDS)}"
+            )
+        unknown = set(self.metadata) - set(METADATA_KINDS)
+        if unknown:
+            raise ValueError(f"unknown metadata kinds {sorted(unknown)} (known: icc, exif, xmp)")
+        object.__setattr__(self, "quality", int(self.quality))
+        object.__setattr__(self, "effort", int(self.effort))
+        object.__setattr__(self, "metadata", frozenset(self.metadata))
+        object.__setattr__(self, "enhance", bool(self.enhance))
+
+    def but(self, **changes: Any) -> EncodeOptions:
+        """These options with some fields changed (validated again); self when none are."""
+        return replace(self, **changes) if changes else self
+
+    def analysis_key(self) -> tuple[Any, ...]:
+        """The values an Analysis depends on (ANALYSIS_FIELDS)."""
+        return tuple(getattr(self, name) for name in ANALYSIS_FIELDS)
