@@ -1,19 +1,19 @@
-"""Speed benchmark: measuring (``measure``), start-up of whole commands (``startup``),
-reporting (``report``) and the stages and targets both share (``stages``)."""
+"""Speed benchmark: measuring (``measure``: the run; ``child``: one configuration in its own
+process; ``codec_runs``, ``networks``: what a child times; ``summary``: means and targets;
+``machine``: the machine measured on), start-up of whole commands (``startup``), whole batches
+(``throughput``), reporting (``report``) and the stages and targets both share (``stages``)."""
 
 from __future__ import annotations
 
-from semcodec.bench.speed.measure import (
-    SCHEMA,
+from semcodec.bench.speed.child import main
+from semcodec.bench.speed.codec_runs import _stage_medians
+from semcodec.bench.speed.machine import (
     _busy_warning,
-    _stage_medians,
     default_weights_available,
     library_versions,
     machine_info,
-    main,
-    measure_and_write,
-    run_speed,
 )
+from semcodec.bench.speed.measure import SCHEMA, measure_and_write, run_speed
 from semcodec.bench.speed.report import format_speed_table
 from semcodec.bench.speed.stages import (
     CODEC_TARGET_QUALITY,

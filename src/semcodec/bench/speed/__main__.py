@@ -2,6 +2,6 @@
 
 import sys
 
-from semcodec.bench.speed.measure import main
+from semcodec.bench.speed.child import main
 
 sys.exit(main())
