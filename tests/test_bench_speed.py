@@ -118,7 +118,7 @@ def test_fallback_to_tiny_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         specs.append(dict(spec))
         return _fake_run(spec)
 
-    monkeypatch.setattr(measure, "_spawn", fake_spawn)
+    monkeypatch.setattr(measure, "spawn", fake_spawn)
     monkeypatch.setattr(measure, "default_weights_available", lambda: False)
     img = _image(tmp_path / "imgs")
     res = speed.run_speed(
@@ -152,14 +152,14 @@ def test_fallback_to_tiny_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_stage_medians_and_busy_warning() -> None:
     runs = [{"segmentation": 0.5, "compnet": 0.1}, {"segmentation": 0.7, "compnet": 0.1},
             {"segmentation": 0.6, "compnet": 0.3}]  # fmt: skip
-    med = speed._stage_medians(runs, [1.0, 1.0, 1.0], ("segmentation", "compnet", "other"))
+    med = speed.stage_medians(runs, [1.0, 1.0, 1.0], ("segmentation", "compnet", "other"))
     assert med == {"segmentation": 0.6, "compnet": 0.1, "other": pytest.approx(0.2)}
     idle = {"loadavg": [0.1, 0.1, 0.1], "usable_cpus": 2}
     busy = {"loadavg": [2.5, 2.0, 2.0], "usable_cpus": 2}
-    assert speed._busy_warning(idle, 2) == []
-    assert "inflated" in speed._busy_warning(busy, 2)[0]
+    assert speed.busy_warning(idle, 2) == []
+    assert "inflated" in speed.busy_warning(busy, 2)[0]
     # at the end of a run our own child is part of the load
-    assert speed._busy_warning({"loadavg": [2.0], "usable_cpus": 2}, 2, during=True) == []
+    assert speed.busy_warning({"loadavg": [2.0], "usable_cpus": 2}, 2, during=True) == []
     assert speed.main(["--images", "."]) == 2  # the module runs child processes only
 
 

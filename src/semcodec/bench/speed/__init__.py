@@ -6,9 +6,9 @@ process; ``codec_runs``, ``networks``: what a child times; ``summary``: means an
 from __future__ import annotations
 
 from semcodec.bench.speed.child import main
-from semcodec.bench.speed.codec_runs import _stage_medians
+from semcodec.bench.speed.codec_runs import stage_medians
 from semcodec.bench.speed.machine import (
-    _busy_warning,
+    busy_warning,
     default_weights_available,
     library_versions,
     machine_info,
@@ -32,8 +32,7 @@ __all__ = [
     "SCHEMA",
     "TARGETS",
     "ThroughputConfig",
-    "_busy_warning",
-    "_stage_medians",
+    "busy_warning",
     "default_weights_available",
     "format_speed_table",
     "library_versions",
@@ -42,4 +41,5 @@ __all__ = [
     "measure_and_write",
     "measure_throughput",
     "run_speed",
+    "stage_medians",
 ]

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from semcodec.bench.speed.codec_runs import _worker_codec
-from semcodec.bench.speed.networks import _worker_nets
+from semcodec.bench.speed.codec_runs import worker_codec
+from semcodec.bench.speed.networks import worker_nets
 
-__all__ = ["main"]
+__all__ = ["main", "spawn"]
 
 
 def _child_env(threads: int) -> dict[str, str]:
@@ -35,7 +35,7 @@ def _child_env(threads: int) -> dict[str, str]:
     return env
 
 
-def _spawn(spec: dict[str, Any], threads: int, timeout_s: float | None) -> dict[str, Any]:
+def spawn(spec: dict[str, Any], threads: int, timeout_s: float | None) -> dict[str, Any]:
     """Run one configuration in a fresh interpreter; add its own peak RSS (os.wait4)."""
     with tempfile.TemporaryDirectory(prefix="semcodec-speed-") as tmp:
         spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
@@ -83,7 +83,7 @@ def _worker_main(spec_path: str, result_path: str) -> int:
     """Child entry point: run one spec and write its JSON result (errors included)."""
     spec = json.loads(Path(spec_path).read_text())
     try:
-        out = _worker_codec(spec) if spec["kind"] == "codec" else _worker_nets(spec)
+        out = worker_codec(spec) if spec["kind"] == "codec" else worker_nets(spec)
         code = 0
     except Exception as e:  # noqa: BLE001 - reported in the parent's table, the run goes on
         out = {"error": f"{type(e).__name__}: {e}"}

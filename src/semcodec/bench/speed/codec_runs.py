@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from semcodec.bench.speed.stages import DECODE_STAGES, ENCODE_STAGES
-from semcodec.bench.speed.timing import _median, _time_call
+from semcodec.bench.speed.timing import median, time_call
+
+__all__ = ["stage_medians", "worker_codec"]
 
 # the Codec's own stage clock (EncodeStats.times, DecodeResult.times) -> this report's stages;
 # stages not listed (alpha, assemble) count as "other".
@@ -57,14 +59,14 @@ def _stages(times: Any, unknown: set[str]) -> tuple[dict[str, float], dict[str, 
     return out
 
 
-def _stage_medians(runs: list[dict[str, float]], total: list[float], stages: Sequence[str]) -> dict:
+def stage_medians(runs: list[dict[str, float]], total: list[float], stages: Sequence[str]) -> dict:
     """Per-stage medians; ``other`` is each run's unattributed time (wall or CPU alike)."""
     for r, t in zip(runs, total, strict=True):
         r["other"] = max(0.0, t - sum(v for k, v in r.items() if k != "other"))
-    return {s: round(_median([r.get(s, 0.0) for r in runs]), 6) for s in stages}
+    return {s: round(median([r.get(s, 0.0) for r in runs]), 6) for s in stages}
 
 
-def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
+def worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
     """One image at one quality: import, model load, warm-up, then timed repeats."""
     import resource
 
@@ -123,7 +125,7 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
     h, w = rgb.shape[:2]
     return {
         "image": Path(spec["image"]).stem,
-        "map_decode_s": round(_median(map_t), 6),
+        "map_decode_s": round(median(map_t), 6),
         "width": w,
         "height": h,
         "quality": q,
@@ -133,16 +135,16 @@ def _worker_codec(spec: dict[str, Any]) -> dict[str, Any]:
         "import_s": round(t1 - t0, 4),
         "model_load_s": round(t2 - t1, 4),
         "rss_after_load_mib": round(rss_load, 1),
-        "encode_s": round(_median(enc_t), 6),
-        "decode_s": round(_median(dec_t), 6),
+        "encode_s": round(median(enc_t), 6),
+        "decode_s": round(median(dec_t), 6),
         "encode_runs": [round(x, 6) for x in enc_t],
         "decode_runs": [round(x, 6) for x in dec_t],
-        "encode_stages": _stage_medians(enc_st, enc_t, ENCODE_STAGES),
-        "decode_stages": _stage_medians(dec_st, dec_t, DECODE_STAGES),
-        "encode_cpu_s": round(_median(enc_c), 6),
-        "decode_cpu_s": round(_median(dec_c), 6),
-        "encode_stages_cpu": _stage_medians(enc_sc, enc_c, ENCODE_STAGES),
-        "decode_stages_cpu": _stage_medians(dec_sc, dec_c, DECODE_STAGES),
+        "encode_stages": stage_medians(enc_st, enc_t, ENCODE_STAGES),
+        "decode_stages": stage_medians(dec_st, dec_t, DECODE_STAGES),
+        "encode_cpu_s": round(median(enc_c), 6),
+        "decode_cpu_s": round(median(dec_c), 6),
+        "encode_stages_cpu": stage_medians(enc_sc, enc_c, ENCODE_STAGES),
+        "decode_stages_cpu": stage_medians(dec_sc, dec_c, DECODE_STAGES),
         "unhooked": sorted(unknown),
         "threads": torch.get_num_threads(),
         "bf16": codec.bf16,
@@ -173,6 +175,6 @@ def _avif_times(spec: dict[str, Any]) -> dict[str, Any]:
         with Image.open(io.BytesIO(data)) as im:
             im.load()
 
-    e, _, _ = _time_call(enc, spec["repeats"])
-    d, _, _ = _time_call(dec, spec["repeats"])
+    e, _, _ = time_call(enc, spec["repeats"])
+    d, _, _ = time_call(dec, spec["repeats"])
     return {"quality": q, "bytes": len(data), "encode_s": round(e, 6), "decode_s": round(d, 6)}

@@ -13,7 +13,7 @@ from typing import Any
 
 from semcodec.bench import common
 
-__all__ = ["machine_info", "library_versions", "default_weights_available"]
+__all__ = ["busy_warning", "default_weights_available", "library_versions", "machine_info"]
 
 
 def machine_info() -> dict[str, Any]:
@@ -78,7 +78,7 @@ def default_weights_available() -> bool:
     return any(p.name.startswith("default-") and p.name.endswith(".pt") for p in folder.iterdir())
 
 
-def _busy_warning(m: dict[str, Any], threads: int, during: bool = False) -> list[str]:
+def busy_warning(m: dict[str, Any], threads: int, during: bool = False) -> list[str]:
     """Flag oversubscription: torch's spinning threads slow down many-fold on a busy CPU."""
     load, cpus = m.get("loadavg"), m.get("usable_cpus")
     if not load or not cpus:

@@ -18,15 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from semcodec.bench.speed.child import _spawn
+from semcodec.bench.speed.child import spawn
 from semcodec.bench.speed.machine import (
-    _busy_warning,
+    busy_warning,
     default_weights_available,
     library_versions,
     machine_info,
 )
 from semcodec.bench.speed.stages import CODEC_TARGET_QUALITY
-from semcodec.bench.speed.summary import _codec_verdicts, _summary, _verdicts
+from semcodec.bench.speed.summary import codec_verdicts, network_verdicts, quality_summary
 from semcodec.bench.speed.throughput import ThroughputConfig, measure_throughput
 
 __all__ = ["SCHEMA", "run_speed", "measure_and_write"]
@@ -68,7 +68,7 @@ def run_speed(
         )
         log(f"note: {note}")
     started = machine_info()
-    warnings = _busy_warning(started, threads)
+    warnings = busy_warning(started, threads)
     parent_rss = _self_maxrss_mib()
     if parent_rss > 150:
         warnings.append(
@@ -91,7 +91,7 @@ def run_speed(
                 "repeats": repeats,
                 "avif": CODEC_TARGET_QUALITY if q == CODEC_TARGET_QUALITY else None,
             }
-            r = _spawn(spec, threads, timeout_s)
+            r = spawn(spec, threads, timeout_s)
             r.setdefault("image", path.stem)
             r.setdefault("quality", int(q))
             if r.get("error"):
@@ -105,10 +105,10 @@ def run_speed(
         for s in specs:
             log(f"  networks alone: {s['label']} at {net_size[0]}×{net_size[1]} …")
             s.update(kind="nets", size=list(net_size), threads=threads, repeats=repeats)
-            r = _spawn(s, threads, timeout_s)
+            r = spawn(s, threads, timeout_s)
             r.setdefault("label", s["label"])
             if not r.get("error"):
-                r["targets"] = _verdicts(r)
+                r["targets"] = network_verdicts(r)
             else:
                 log(f"  warning: networks {s['label']}: {r['error']}")
             networks.append(r)
@@ -136,7 +136,7 @@ def run_speed(
             "loadavg_after": finished["loadavg"],
             "parent_maxrss_mib": round(parent_rss, 1),
         },
-        "warnings": warnings + _busy_warning(finished, threads, during=True),
+        "warnings": warnings + busy_warning(finished, threads, during=True),
         "versions": library_versions(),
         "config": {
             "model": model,
@@ -150,8 +150,8 @@ def run_speed(
             "images": [str(p) for p in images],
         },
         "runs": runs,
-        "summary": _summary(runs),
-        "codec_targets": _codec_verdicts(_summary(runs)),
+        "summary": quality_summary(runs),
+        "codec_targets": codec_verdicts(quality_summary(runs)),
         "networks": networks,
         "startup": started_up,
         "throughput": throughput,

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from semcodec.bench.common import default_arch_model
-from semcodec.bench.speed.timing import _time_call
+from semcodec.bench.speed.timing import time_call
+
+__all__ = ["worker_nets"]
 
 
-def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
+def worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
     """Segmentation, CompNet and generator alone on one input size, fp32 and bf16 autocast."""
     import torch
 
@@ -58,12 +60,12 @@ def _worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
             results[net], cpu[net], runs[net] = {"bf16": None}, {"bf16": None}, {}
             for prec in precisions:
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
-                    med, med_cpu, rs = _time_call(fn, spec["repeats"])
+                    med, med_cpu, rs = time_call(fn, spec["repeats"])
                 results[net][prec] = round(med, 6)
                 cpu[net][prec] = round(med_cpu, 6)
                 runs[net][prec] = [round(r, 6) for r in rs]
         if integer is not None:
-            med, med_cpu, rs = _time_call(lambda: integer.forward(sym, labels), spec["repeats"])
+            med, med_cpu, rs = time_call(lambda: integer.forward(sym, labels), spec["repeats"])
             results["generator"]["integer"] = round(med, 6)
             cpu["generator"]["integer"] = round(med_cpu, 6)
             runs["generator"]["integer"] = [round(r, 6) for r in rs]

@@ -15,8 +15,10 @@ from semcodec.bench.speed.stages import (
     TARGETS,
 )
 
+__all__ = ["codec_verdicts", "network_verdicts", "quality_summary"]
 
-def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+
+def quality_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over images per quality (of the per-image medians), max peak RSS."""
     out: dict[str, Any] = {}
     for q in sorted({r["quality"] for r in runs if not r.get("error")}):
@@ -50,7 +52,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _verdicts(net: dict[str, Any]) -> dict[str, Any]:
+def network_verdicts(net: dict[str, Any]) -> dict[str, Any]:
     """Target checks for the precision the codec actually runs each network in."""
     out: dict[str, Any] = {}
     for name, target in TARGETS.items():
@@ -74,7 +76,7 @@ def _verdicts(net: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _codec_verdicts(summary: dict[str, Any]) -> dict[str, Any]:
+def codec_verdicts(summary: dict[str, Any]) -> dict[str, Any]:
     """Whole-codec targets (CODEC_TARGETS) against the quality-50 means and the peak RSS."""
     s = summary.get(str(CODEC_TARGET_QUALITY))
     if not s:

@@ -8,13 +8,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+__all__ = ["median", "time_call"]
 
-def _median(xs: Sequence[float]) -> float:
+
+def median(xs: Sequence[float]) -> float:
     """Median, robust to one slow run on a shared machine."""
     return float(statistics.median(xs))
 
 
-def _time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, float, list[float]]:
+def time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, float, list[float]]:
     """Median wall and CPU seconds of ``fn`` after one untimed warm-up call, and the runs."""
     fn()
     runs, cpus = [], []
@@ -23,4 +25,4 @@ def _time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, float, list[
         fn()
         runs.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
-    return _median(runs), _median(cpus), runs
+    return median(runs), median(cpus), runs
