@@ -200,3 +200,13 @@ def test_batch_throughput_of_whole_commands(tmp_path: Path) -> None:
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] > 0
     table = "\n".join(speed.throughput.throughput_lines(res))
     assert "-j 2" in table and "speed-up" in table
+
+
+def test_the_parent_imports_neither_torch_nor_numpy() -> None:
+    """A heavy parent's RSS carries into every child's ru_maxrss: the parent side stays light."""
+    code = (
+        "import sys, semcodec.bench.speed, semcodec.bench.speed.measure\n"
+        "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
