@@ -1,4 +1,4 @@
-"""The integer-grid generator (models/fixed.py): exact arithmetic, close to the float network,
+"""The integer-grid generator (intgrid/generator_torch.py): exact arithmetic, close to the float network,
 and the same pixels under every instruction set, thread count and convolution backend."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Imports inside functions count as much as those at the top of a module: deferrin
 hides a circle or a heavy dependency, it does not remove it. Only imports under
 ``if TYPE_CHECKING:`` (which never run) are left out. Imports by name at run time
 (``importlib.import_module``) are not seen; the residual coders loaded that way are decoder
-modules themselves (``entropy/``), so the contract reads them anyway.
+modules themselves (``format/``), so the contract reads them anyway.
 
 Importing ``a.b.c`` first runs the packages ``a/__init__`` and ``a/b/__init__``: the reader
 counts that as an import of each package whose ``__init__`` has not run yet, that is each one

@@ -1,4 +1,4 @@
-"""The numpy integer generator (intgen.py) and a release's decoder parts (parts.py)."""
+"""The numpy integer generator (intgrid/generator.py) and a release's decoder parts (decoder/parts.py)."""
 
 from __future__ import annotations
 

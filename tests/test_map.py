@@ -188,7 +188,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_map_and_full_decode_of_an_installed_release_do_not_import_torch() -> None:
-    """A shell decode of a small file does not pay torch's import (decoder.py, intgen.py)."""
+    """A shell decode of a small file does not pay torch's import (decoder/pipeline.py, intgrid/generator.py)."""
     code = f"""
 import sys
 import semcodec

@@ -42,7 +42,7 @@ def load_models(models: tuple[str, ...], bf16: str | None = None) -> None:
 
     if bf16 is not None:
         os.environ[runtime.BF16_ENV] = bf16
-    runtime.keep_heap()  # one task at a time per worker process
+    runtime.keep_heap()  # one torch thread per task (measured with one task per worker; local:NxT runs T)
     from semcodec.encoder.codec import get_codec
 
     for name in models:

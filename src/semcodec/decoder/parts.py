@@ -36,9 +36,9 @@ class DecoderParts:
     levels: int  # quantisation levels of the compact layer
     channels: int  # compact channels
     num_classes: int
-    compact_table: np.ndarray  # int32 counts (entropy/compact.py)
+    compact_table: np.ndarray  # int32 counts (format/compact.py)
     generator: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intgen table
-    enhancer: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intenhance table
+    enhancer: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intgrid/enhancer.py's table
 
     @property
     def release(self) -> str:

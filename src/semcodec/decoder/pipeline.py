@@ -1,7 +1,7 @@
 """The decoder: container → map → compact → generator → residual → image, from integers only.
 
 It needs a release's decoder parts (parts.py) and a generator kernel: the numpy integer
-generator (intgen.py), or torch's when torch is already loaded (the same pixels, faster on
+generator (intgrid/generator.py), or torch's when torch is already loaded (the same pixels, faster on
 large images). Nothing here imports torch, so ``semcodec decode`` of a small file does not pay
 torch's import. ``--layer map`` reads the header and the map layer alone.
 """

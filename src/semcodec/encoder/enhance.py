@@ -1,6 +1,6 @@
 """Where and how strongly the enhancement network applies to a picture: the encoder's choice.
 
-The decoder runs the release's integer enhancement network (intenhance.py) on its decoded
+The decoder runs the release's integer enhancement network (intgrid/enhancer.py) on its decoded
 picture; the file says, per class, how much of the network's correction to add (a gain, and
 from ADAPT_EFFORT an RGB offset: parameters fitted to this image by least squares), and per
 tile whether to add it at all. The encoder has the original, so it fits these to it and keeps

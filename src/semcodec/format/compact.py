@@ -2,7 +2,7 @@
 
 One probability model serves training and coding: a table of logits indexed by
 (channel, left neighbour, top neighbour[, top-right neighbour]). Training reads it as a
-differentiable rate term (entropy/context_model.py); export freezes it into an integer count table that travels with the
+differentiable rate term (models/context_model.py); export freezes it into an integer count table that travels with the
 model, and the coder uses only those integers, so every machine derives bit-identical
 probabilities. The number of neighbours (2 or 3) follows from the table's shape, so a model file
 says which context it was fitted with.

@@ -1,6 +1,6 @@
 """The enhancement network on an integer grid, in numpy: the same pixels on every CPU.
 
-Its float form is ``models/enhance.py``. As in the integer generator (intgen.py, docs/format.md
+Its float form is ``models/enhance.py``. As in the integer generator (intgrid/generator.py, docs/format.md
 §7), every convolution sums integers (scaled by a power of two per output channel) whose
 magnitudes stay below 2**24, so an fp32 matrix product gives the exact sum in any order. Pixels
 enter as v - 128; the first layer adds a per-class bias table and a quality-scaled one (both

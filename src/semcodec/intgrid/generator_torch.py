@@ -229,7 +229,7 @@ def pack_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def unpack_state(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Inverse of pack_state (intgen.unpack_table); ValueError on a malformed block."""
+    """Inverse of pack_state (intgrid.generator.unpack_table); ValueError on a malformed block."""
     arrays = intgen.unpack_table({k: v.numpy() for k, v in packed.items()})
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
 

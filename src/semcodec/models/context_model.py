@@ -1,6 +1,6 @@
 """A2's trainable context model: the differentiable rate term the integer table is frozen from.
 
-The coder (entropy/compact.py) uses only the frozen integer table and needs no torch; this module
+The coder (format/compact.py) uses only the frozen integer table and needs no torch; this module
 is for training, refinement and random test bundles.
 """
 

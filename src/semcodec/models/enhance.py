@@ -4,7 +4,7 @@ The decoded picture (AVIF or native residual on top of the prediction) goes thro
 convolutions at half resolution (2x2 space-to-depth); the semantic map and the residual's
 quality enter as a per-class, quality-scaled bias of the first layer, and the output is a
 correction added to the decoded pixels. Training uses this float form; files are decoded by
-its integer twin (``intenhance.py``), which gives the same pixels on every CPU.
+its integer twin (``intgrid/enhancer.py``), which gives the same pixels on every CPU.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def build_enhance(name: str = "small") -> EnhanceNet:
     return EnhanceNet(ENHANCE_CONFIGS[name])
 
 
-# ----- the integer form (intenhance.py): conversion from the trained float network ------------
+# ----- the integer form (intgrid/enhancer.py): conversion from the trained float network ------------
 @torch.no_grad()
 def activation_maxima(
     net: EnhanceNet, calibration: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
@@ -128,7 +128,7 @@ def to_integer(
     calibration: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     act_max: int = 511,
 ) -> dict[str, np.ndarray]:
-    """The integer table (intenhance.IntEnhancer) of a trained network, grids from calibration."""
+    """The integer table (intgrid.enhancer.IntEnhancer) of a trained network, grids from calibration."""
     from semcodec.intgrid.enhancer import CORR_SHIFT, IntEnhancer
 
     cfg = net.cfg

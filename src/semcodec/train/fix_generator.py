@@ -1,4 +1,4 @@
-"""`semcodec train fix-generator`: put a bundle's generator on its integer grid (models/fixed.py).
+"""`semcodec train fix-generator`: put a bundle's generator on its integer grid (intgrid/generator_torch.py).
 
 Why: a float generator decodes to slightly different pixels on different instruction sets and
 thread counts. The integer-grid twin is exact everywhere; its grids (the activation ranges)

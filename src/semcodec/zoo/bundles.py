@@ -79,7 +79,7 @@ class ModelBundle:
     seg: SegNet = _Built()  # type: ignore[assignment]
     comp: CompNet = _Built()  # type: ignore[assignment]
     gen: Generator = _Built()  # type: ignore[assignment]
-    # the decoder's integer-grid generator (models/fixed.py)
+    # the decoder's integer-grid generator (intgrid/generator_torch.py)
     fixed: FixedGenerator | None = _Built()  # type: ignore[assignment]
     # the enhancement network, float (training, reference)
     enhancer: EnhanceNet | None = _Built()  # type: ignore[assignment]
@@ -95,7 +95,7 @@ class ModelBundle:
         info: dict,
         fixed: FixedGenerator | Deferred | None = None,
         enhancer: EnhanceNet | Deferred | None = None,
-        enh_table: dict[str, np.ndarray] | None = None,  # its integer table (intenhance.py)
+        enh_table: dict[str, np.ndarray] | None = None,  # its integer table (intgrid/enhancer.py)
     ) -> None:
         self.spec, self.compact_table, self.hash, self.info = spec, compact_table, hash, info
         self.enh_table = enh_table

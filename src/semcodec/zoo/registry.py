@@ -1,6 +1,6 @@
 """The model registry: bundle names → configurations and weights files (no torch needed).
 
-`semcodec models` and the decoder's lookups read it without loading any network; zoo.py builds
+`semcodec models` and the decoder's lookups read it without loading any network; zoo/bundles.py builds
 and loads the bundles it names.
 """
 
