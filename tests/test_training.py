@@ -24,7 +24,8 @@ from semcodec.models.losses import (
     msssim_loss,
 )
 from semcodec.models.segmentation import build_segnet
-from semcodec.train.codec import CodecNets, generator_losses
+from semcodec.train.codec_nets import CodecNets
+from semcodec.train.codec_step import generator_losses
 from semcodec.train.data import SegAugment, synthetic_segmentation
 from semcodec.train.seg import seg_loss, train_step
 
@@ -236,7 +237,7 @@ def test_init_from_bundle_starts_where_the_shipped_model_is(tmp_path) -> None:
     """Fine-tuning from a bundle: same networks, a rate term equal to the coder's table, counts."""
     from semcodec.format.compact import encode_compact
     from semcodec.models.segmentation import build_segnet as build
-    from semcodec.train.codec import init_from_bundle
+    from semcodec.train.codec_nets import init_from_bundle
     from semcodec.zoo.bundles import REGISTRY, save_bundle
 
     torch.manual_seed(3)
@@ -261,7 +262,7 @@ def test_init_from_bundle_starts_where_the_shipped_model_is(tmp_path) -> None:
 def test_expanded_model_starts_as_the_bundle_and_learns_its_new_channels() -> None:
     """Warm start with 5 more compact channels: the same pictures, under 0.001 bpp more, and
     gradients reaching the new channels' generator weights."""
-    from semcodec.train.codec import init_from_bundle
+    from semcodec.train.codec_nets import init_from_bundle
     from semcodec.zoo.bundles import REGISTRY, weights_dir
 
     path = weights_dir() / REGISTRY["default"].weights
