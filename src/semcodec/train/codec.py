@@ -9,13 +9,13 @@ from pathlib import Path
 
 import click
 import torch
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from semcodec.models.compnet import one_hot_map
 from semcodec.models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
-from semcodec.models.losses import LossWeights, PerceptualLoss, d_loss
-from semcodec.models.segmentation import build_segnet
-from semcodec.train.codec_data import CropSampler, _training_set, hold_out
+from semcodec.models.losses import LossWeights, PerceptualLoss
+from semcodec.models.segmentation import SegNet, build_segnet
+from semcodec.train.codec_data import CropSampler, hold_out, training_set
 from semcodec.train.codec_eval import evaluate
 from semcodec.train.codec_nets import (
     PERCEPTUAL_FEATURES,
@@ -23,10 +23,18 @@ from semcodec.train.codec_nets import (
     init_from_bundle,
     perceptual_features,
 )
-from semcodec.train.codec_step import generator_losses
+from semcodec.train.codec_step import (
+    adam_betas,
+    descend,
+    discriminator_loss,
+    generator_losses,
+    make_optimisers,
+    restore_optimisers,
+    uses_discriminator,
+    warm_up,
+)
 from semcodec.train.common import (
     Progress,
-    autocast,
     cleanup_distributed,
     load_checkpoint,
     save_checkpoint,
@@ -76,49 +84,21 @@ def train_codec(
     """Joint training on BSDS500 photos and CamVid frames with maps from the trained seg net."""
     rank, world, device = setup_distributed()
     torch.manual_seed(cfg.seed + rank)
-    seg_config = "default" if seg_weights is None else seg_config_of(seg_weights)
-    seg = build_segnet("tiny" if synthetic else seg_config)
-    if seg_weights is not None:
-        seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
-    images, maps = _training_set(seg, photos, camvid, out, synthetic, rank)
+    seg = load_seg(seg_weights, synthetic)
+    images, maps = training_set(seg, photos, camvid, out, synthetic, rank)
     n_photos = len(list_images(photos)) if photos is not None else 0
     (images, maps), held = hold_out(images, maps, cfg.hold_out, n_photos)
-    nets = CodecNets(cfg.compnet, cfg.generator, cfg.context_neighbours).to(device)
-    if cfg.freeze_compnet:
-        nets.comp.requires_grad_(False)  # no gradients: Adam leaves these parameters alone
-        nets.ctx.requires_grad_(False)
+    nets = make_nets(cfg, device)
     disc = Discriminator(DISCRIMINATOR_CONFIGS[cfg.discriminator]).to(device)
-    perc_net = perceptual_features(features, vgg, seg)
-    perc = PerceptualLoss(perc_net).to(device)
-    use_d = cfg.weights.gan > 0 or cfg.weights.feature_matching > 0
-    betas = (0.5, 0.999) if use_d else (0.9, 0.999)  # GAN-style momentum only with a discriminator
-    opt_g = torch.optim.Adam(
-        [
-            {"params": [*nets.comp.parameters(), *nets.gen.parameters()], "lr": cfg.lr},
-            # the context table is a plain lookup of logits: it needs a far larger step to track
-            # the symbol statistics within a few hundred steps
-            {"params": nets.ctx.parameters(), "lr": cfg.lr_context},
-        ],
-        betas=betas,
-    )
-    opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.lr, betas=betas)
+    perc = PerceptualLoss(perceptual_features(features, vgg, seg)).to(device)
+    use_d = uses_discriminator(cfg.weights)
+    lrs, betas = (cfg.lr, cfg.lr_context), adam_betas(cfg.weights)
+    opt_g, opt_d = make_optimisers(nets, disc, lrs, betas)
     ckpt_path = out / "codec-checkpoint.pt"
     state = load_checkpoint(ckpt_path) if resume else None
     step, hours = 0, 0.0
     if state is not None:
-        nets.load_state_dict(state["nets"])
-        disc.load_state_dict(state["disc"])
-        same_recipe = not recipe_changed(state.get("config"), cfg)
-        if same_recipe and len(state["opt_g"]["param_groups"]) == len(opt_g.param_groups):
-            opt_g.load_state_dict(state["opt_g"])
-            opt_d.load_state_dict(state["opt_d"])
-            for group, lr in zip(opt_g.param_groups, (cfg.lr, cfg.lr_context), strict=True):
-                group["lr"], group["betas"] = lr, betas
-            for group in opt_d.param_groups:
-                group["lr"], group["betas"] = cfg.lr, betas
-        elif rank == 0:
-            print("loss recipe changed since the checkpoint: optimiser state reset", flush=True)
-        step, hours = int(state["step"]), float(state.get("hours", 0.0))
+        step, hours = restore(state, cfg, nets, disc, opt_g, opt_d, rank)
     elif init_bundle is not None:
         step, hours = init_from_bundle(nets, init_bundle)
         if rank == 0:
@@ -129,64 +109,106 @@ def train_codec(
     sampler = CropSampler(images, maps, cfg.crop, cfg.seed * 1000 + rank + step)
     prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
     t_start, last_save, seen = time.time(), time.time(), 0
-    use_d = cfg.weights.gan > 0 or cfg.weights.feature_matching > 0
     nets.train()
     disc.train()
     while step < cfg.iters:
-        warm = min(1.0, (step - start_step + 1) / max(1, cfg.warmup))  # also after a resume
-        for group, lr in zip(opt_g.param_groups, (cfg.lr, cfg.lr_context), strict=True):
-            group["lr"] = lr * warm
+        warm_up(opt_g, lrs, step - start_step, cfg.warmup)
         x, labels = sampler(cfg.batch)
         x, labels = x.to(device), labels.to(device)
         loss, logs = generator_losses(
             g_model, disc if use_d else None, perc, x, labels, cfg.weights, device, cfg.bf16
         )
-        opt_g.zero_grad(set_to_none=True)
-        loss.backward()
-        opt_g.step()
+        descend(opt_g, loss)
         if use_d:
-            oh = one_hot_map(labels, nets.comp.cfg.num_classes, x.shape[-2:])
-            base = logs["base"] * 2 - 1
-            with autocast(device, cfg.bf16):
-                # one discriminator call on [real; fake] so DDP sees one forward per backward
-                both = d_model(
-                    torch.cat([x, logs["x_hat"]]) * 2 - 1,
-                    torch.cat([oh, oh]),
-                    torch.cat([base, base]),
-                )
-                n = x.shape[0]
-                ld = d_loss(
-                    [[f[:n] for f in sc] for sc in both], [[f[n:] for f in sc] for sc in both]
-                )
-            opt_d.zero_grad(set_to_none=True)
-            ld.backward()
-            opt_d.step()
+            classes = nets.comp.cfg.num_classes
+            ld = discriminator_loss(d_model, x, logs, labels, classes, device, cfg.bf16)
+            descend(opt_d, ld)
             logs["d"] = float(ld.detach())
         step += 1
         seen += cfg.batch * world
         shown = {k: v for k, v in logs.items() if isinstance(v, float)}
         prog.update(step, seen, loss=float(loss.detach()), **shown)
         if rank == 0 and step % 10 == 0:
-            with open(out / "log.jsonl", "a") as f:
-                row = {"step": step, "loss": float(loss.detach()), **shown, "t": time.time()}
-                f.write(json.dumps(row) + "\n")
+            log_row(out, {"step": step, "loss": float(loss.detach()), **shown, "t": time.time()})
         if rank == 0 and (time.time() - last_save > save_every_s or step == cfg.iters):
             if held[0]:
-                val = evaluate(nets, *held, device)
-                with open(out / "log.jsonl", "a") as f:
-                    f.write(json.dumps({"step": step, **val, "t": time.time()}) + "\n")
-                s2 = f" SSIMULACRA 2 {val['val_s2']:.2f}" if "val_s2" in val else ""
-                print(
-                    f"held-out: {val['val_bpp']:.4f} bpp {val['val_psnr']:.3f} dB{s2}", flush=True
-                )
-            save_checkpoint(ckpt_path, {
-                "nets": nets.state_dict(), "disc": disc.state_dict(), "opt_g": opt_g.state_dict(),
-                "opt_d": opt_d.state_dict(), "step": step, "hours": hours + (time.time() - t_start) / 3600,
-                "config": json.dumps(asdict(cfg)),
-            })  # fmt: skip
+                report_held_out(nets, held, device, out, step)
+            hours_now = hours + (time.time() - t_start) / 3600
+            save_checkpoint(ckpt_path, checkpoint(cfg, nets, disc, opt_g, opt_d, step, hours_now))
             last_save = time.time()
     cleanup_distributed()
     return nets
+
+
+def load_seg(seg_weights: Path | None, synthetic: bool) -> SegNet:
+    """The segmentation net that makes the training maps (its checkpoint's configuration)."""
+    seg_config = "default" if seg_weights is None else seg_config_of(seg_weights)
+    seg = build_segnet("tiny" if synthetic else seg_config)
+    if seg_weights is not None:
+        seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
+    return seg
+
+
+def make_nets(cfg: CodecTrainConfig, device: torch.device) -> CodecNets:
+    """The networks to train; with freeze_compnet, the compact layer gets no gradients."""
+    nets = CodecNets(cfg.compnet, cfg.generator, cfg.context_neighbours).to(device)
+    if cfg.freeze_compnet:
+        nets.comp.requires_grad_(False)  # no gradients: Adam leaves these parameters alone
+        nets.ctx.requires_grad_(False)
+    return nets
+
+
+def restore(
+    state: dict,
+    cfg: CodecTrainConfig,
+    nets: CodecNets,
+    disc: nn.Module,
+    opt_g: torch.optim.Optimizer,
+    opt_d: torch.optim.Optimizer,
+    rank: int,
+) -> tuple[int, float]:
+    """Resume from a checkpoint: weights, Adam moments unless the recipe changed, step, hours."""
+    nets.load_state_dict(state["nets"])
+    disc.load_state_dict(state["disc"])
+    same_recipe = not recipe_changed(state.get("config"), cfg)
+    if same_recipe and len(state["opt_g"]["param_groups"]) == len(opt_g.param_groups):
+        restore_optimisers(opt_g, opt_d, state, (cfg.lr, cfg.lr_context), adam_betas(cfg.weights))
+    elif rank == 0:
+        print("loss recipe changed since the checkpoint: optimiser state reset", flush=True)
+    return int(state["step"]), float(state.get("hours", 0.0))
+
+
+def checkpoint(
+    cfg: CodecTrainConfig,
+    nets: CodecNets,
+    disc: nn.Module,
+    opt_g: torch.optim.Optimizer,
+    opt_d: torch.optim.Optimizer,
+    step: int,
+    hours: float,
+) -> dict:
+    """What a resume needs: weights, optimiser moments, step, hours and the recipe."""
+    return {
+        "nets": nets.state_dict(), "disc": disc.state_dict(), "opt_g": opt_g.state_dict(),
+        "opt_d": opt_d.state_dict(), "step": step, "hours": hours,
+        "config": json.dumps(asdict(cfg)),
+    }  # fmt: skip
+
+
+def log_row(out: Path, row: dict) -> None:
+    """Append one record to the run's log.jsonl."""
+    with open(out / "log.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def report_held_out(
+    nets: CodecNets, held: tuple, device: torch.device, out: Path, step: int
+) -> None:
+    """Measure the held-out photos: a log.jsonl record and a line on stdout."""
+    val = evaluate(nets, *held, device)
+    log_row(out, {"step": step, **val, "t": time.time()})
+    s2 = f" SSIMULACRA 2 {val['val_s2']:.2f}" if "val_s2" in val else ""
+    print(f"held-out: {val['val_bpp']:.4f} bpp {val['val_psnr']:.3f} dB{s2}", flush=True)
 
 
 def recipe_changed(saved_config: str | None, cfg: CodecTrainConfig) -> bool:

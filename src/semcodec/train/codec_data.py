@@ -59,26 +59,43 @@ class CropSampler:
         return torch.stack(xs).float().div(255), torch.stack(ls).long()
 
 
-def _training_set(seg, photos, camvid, out: Path, synthetic: bool, rank: int):
-    """Images and their 1/8 maps; maps are cached per segmentation weights in the run folder."""
-    if synthetic:
-        rng = np.random.default_rng(0)
-        images = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(4)]
-        images = [np.repeat(np.repeat(im[::8, ::8], 8, 0), 8, 1) for im in images]
-        return images, compute_maps(seg, images, bf16=False)
+def synthetic_images() -> list[np.ndarray]:
+    """Four 64x64 pictures of 8x8 flat blocks: smoke tests without a data folder."""
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(4)]
+    return [np.repeat(np.repeat(im[::8, ::8], 8, 0), 8, 1) for im in images]
+
+
+def training_images(photos: Path | None, camvid: Path | None) -> list[np.ndarray]:
+    """Photos, then CamVid's train and val frames, each cropped to the map grid."""
     images: list[np.ndarray] = []
     if photos is not None:
         images += read_photos(photos)
     if camvid is not None:
         for split in ("train", "val"):
             images += list(read_split(camvid, split)[0])
-    images = crop8(images)
-    cache = out / "maps.npz"
+    return crop8(images)
+
+
+def cached_maps(
+    seg: SegNet, images: list[np.ndarray], cache: Path, write: bool
+) -> list[np.ndarray]:
+    """The images' maps from the run folder's cache, else computed (and cached when `write`)."""
     if cache.exists():
         z = np.load(cache)
-        maps = [z[f"m{i}"] for i in range(len(images))]
-    else:
-        maps = compute_maps(seg, images)
-        if rank == 0:
-            np.savez_compressed(cache, **{f"m{i}": m for i, m in enumerate(maps)})
-    return images, maps
+        return [z[f"m{i}"] for i in range(len(images))]
+    maps = compute_maps(seg, images)
+    if write:
+        np.savez_compressed(cache, **{f"m{i}": m for i, m in enumerate(maps)})
+    return maps
+
+
+def training_set(
+    seg: SegNet, photos: Path | None, camvid: Path | None, out: Path, synthetic: bool, rank: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Images and their 1/8 maps; maps are cached per segmentation weights in the run folder."""
+    if synthetic:
+        images = synthetic_images()
+        return images, compute_maps(seg, images, bf16=False)
+    images = training_images(photos, camvid)
+    return images, cached_maps(seg, images, out / "maps.npz", write=rank == 0)
