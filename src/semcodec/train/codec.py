@@ -1,4 +1,4 @@
-"""`semcodec train codec`: joint training of CompNet, generator and context model (A7–A9)."""
+"""`semcodec train codec` (A7–A9): the recipe, the training loop, checkpoints and the command."""
 
 from __future__ import annotations
 
