@@ -145,7 +145,7 @@ def test_perceptual_term_can_use_the_frozen_imagenet_features() -> None:
     """`train codec --features imagenet`: the pinned ImageNet weights, frozen, three taps; a
     reconstruction farther from the target costs more."""
     from semcodec.models.losses import ImageNetLite0Features, PerceptualLoss
-    from semcodec.train.codec import perceptual_features
+    from semcodec.train.codec_nets import perceptual_features
 
     state = _state()
     feats = perceptual_features("imagenet", None, None)

@@ -134,7 +134,7 @@ def test_refit_bundle_keeps_the_networks_and_changes_only_the_compact_layer(tmp_
 def test_fine_tuning_needs_the_bundles_context(tmp_path) -> None:
     import click
 
-    from semcodec.train.codec import CodecNets, init_from_bundle
+    from semcodec.train.codec_nets import CodecNets, init_from_bundle
     from semcodec.zoo.bundles import REGISTRY, load_bundle, save_bundle
 
     tiny = load_bundle("tiny")

@@ -24,7 +24,8 @@ from semcodec.models.losses import (
     msssim_loss,
 )
 from semcodec.models.segmentation import build_segnet
-from semcodec.train.codec import CodecNets, generator_losses
+from semcodec.train.codec_nets import CodecNets
+from semcodec.train.codec_step import generator_losses
 from semcodec.train.data import SegAugment, synthetic_segmentation
 from semcodec.train.seg import seg_loss, train_step
 
@@ -236,7 +237,7 @@ def test_init_from_bundle_starts_where_the_shipped_model_is(tmp_path) -> None:
     """Fine-tuning from a bundle: same networks, a rate term equal to the coder's table, counts."""
     from semcodec.format.compact import encode_compact
     from semcodec.models.segmentation import build_segnet as build
-    from semcodec.train.codec import init_from_bundle
+    from semcodec.train.codec_nets import init_from_bundle
     from semcodec.zoo.bundles import REGISTRY, save_bundle
 
     torch.manual_seed(3)
@@ -261,7 +262,7 @@ def test_init_from_bundle_starts_where_the_shipped_model_is(tmp_path) -> None:
 def test_expanded_model_starts_as_the_bundle_and_learns_its_new_channels() -> None:
     """Warm start with 5 more compact channels: the same pictures, under 0.001 bpp more, and
     gradients reaching the new channels' generator weights."""
-    from semcodec.train.codec import init_from_bundle
+    from semcodec.train.codec_nets import init_from_bundle
     from semcodec.zoo.bundles import REGISTRY, weights_dir
 
     path = weights_dir() / REGISTRY["default"].weights
@@ -355,3 +356,38 @@ def test_balance_colour_removes_a_generators_mean_cast(tmp_path) -> None:
     after = mean_shift(load_bundle(str(out)), images)
     assert np.abs(after).max() < 0.5
     assert load_bundle(str(out)).info["output_bias_correction"][1] == round(float(shift[1]), 3)
+
+
+def test_resume_keeps_adam_moments_under_the_new_learning_rate(capsys) -> None:
+    """A checkpoint's Adam moments come back with this run's rates; a new recipe starts afresh,
+    and the warm-up counts from the resumed step."""
+    from dataclasses import replace
+
+    from semcodec.train.codec import CodecTrainConfig, checkpoint, make_nets, restore
+    from semcodec.train.codec_step import adam_betas, descend, make_optimisers, warm_up
+
+    torch.manual_seed(0)
+    cfg = CodecTrainConfig(compnet="tiny", generator="tiny", discriminator="tiny", bf16=False)
+    nets, disc = make_nets(cfg, CPU), Discriminator(DISCRIMINATOR_CONFIGS["tiny"])
+    opt_g, opt_d = make_optimisers(nets, disc, (cfg.lr, cfg.lr_context), adam_betas(cfg.weights))
+    x, lab = torch.rand(1, 3, 32, 32), torch.randint(0, 11, (1, 4, 4))
+    descend(opt_g, (nets(x, lab)["x_hat"] - x).abs().mean() + nets(x, lab)["bits"] * 1e-4)
+    state = checkpoint(cfg, nets, disc, opt_g, opt_d, 7, 1.25)
+
+    def resumed(run: CodecTrainConfig) -> tuple[tuple[int, float], torch.optim.Optimizer]:
+        n, d = make_nets(run, CPU), Discriminator(DISCRIMINATOR_CONFIGS["tiny"])
+        g, dd = make_optimisers(n, d, (run.lr, run.lr_context), adam_betas(run.weights))
+        return restore(state, run, n, d, g, dd, rank=0), g
+
+    where, g = resumed(replace(cfg, lr=1e-5, lr_context=1e-3))
+    assert where == (7, 1.25) and [p["lr"] for p in g.param_groups] == [1e-5, 1e-3]
+    saved = opt_g.state_dict()["state"]
+    assert saved and all(
+        torch.equal(g.state_dict()["state"][k]["exp_avg"], v["exp_avg"]) for k, v in saved.items()
+    )
+    assert "optimiser state reset" not in capsys.readouterr().out
+    where, g = resumed(replace(cfg, weights=LossWeights(gan=0.0)))
+    assert where == (7, 1.25) and not g.state_dict()["state"]
+    assert "optimiser state reset" in capsys.readouterr().out
+    warm_up(g, (1.0, 10.0), 0, 4)  # the first step after a resume: a quarter of the rate
+    assert [p["lr"] for p in g.param_groups] == [0.25, 2.5]

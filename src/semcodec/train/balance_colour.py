@@ -15,7 +15,7 @@ import torch
 
 from semcodec.imageio import list_images
 from semcodec.models.compnet import quantize_ste
-from semcodec.train.codec import compute_maps, crop8
+from semcodec.train.codec_data import compute_maps, crop8
 from semcodec.train.common import bundle_option, dest_option, photos_option
 from semcodec.train.data import read_images
 from semcodec.zoo.bundles import ModelBundle, load_bundle, save_bundle

@@ -9,7 +9,7 @@ import click
 import torch
 
 from semcodec.models.segmentation import build_segnet
-from semcodec.train.codec import CodecNets
+from semcodec.train.codec_nets import CodecNets
 from semcodec.train.common import seg_config_of, seg_source
 from semcodec.zoo.bundles import BundleSpec, load_bundle, save_bundle
 
