@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,9 +20,10 @@ from PIL import Image
 
 from semcodec import runtime
 from semcodec.decoder import pipeline as decoder
-from semcodec.decoder.pipeline import DecodeResult, Progress, StageTimes
+from semcodec.decoder.pipeline import DecodeResult, Progress
 from semcodec.defaults import DEFAULT_MODEL
 from semcodec.encoder import enhance, gating, roi, segment
+from semcodec.encoder.analysis import Analysis, EncodeStats
 from semcodec.encoder.netinput import context_pixels
 from semcodec.encoder.options import ANALYSIS_FIELDS, EncodeOptions
 from semcodec.encoder.refine import RefineConfig, refine_latents
@@ -35,7 +35,7 @@ from semcodec.format.container import Header, LayerKind, Limits
 from semcodec.format.enhance import encode_adjust
 from semcodec.format.gating import GatingPlan, encode_gating
 from semcodec.format.map import encode_map
-from semcodec.format.metadata import Metadata, encode_metadata
+from semcodec.format.metadata import encode_metadata
 from semcodec.format.residual import get_backend
 from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, grow, pad_rgb, paste
 from semcodec.imageio import LoadedImage, from_pil, load_image
@@ -50,61 +50,6 @@ T = TypeVar("T")
 COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
 # core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
 BANDS_2, BANDS_4 = 1 << 11, 1 << 14
-
-
-@dataclass
-class EncodeStats:
-    """What an encode produced, for reporting (bytes per layer, seconds per stage)."""
-
-    layer_bytes: dict[str, int]
-    total_bytes: int
-    times: StageTimes = field(default_factory=StageTimes)  # this file's stages, shared ones too
-
-
-@dataclass
-class Analysis:
-    """The quality-independent part of an encode (``Codec.analyse``), reusable across qualities.
-
-    It caches what later qualities reuse (CompNet's symbols, the reconstruction), so it
-    belongs to one caller at a time.
-    """
-
-    img: LoadedImage
-    labels: np.ndarray
-    make_symbols: Callable[[], np.ndarray] = field(repr=False)  # CompNet, run on first need
-    layers: dict[LayerKind, bytes]  # semantic map (and metadata) payloads
-    options: EncodeOptions  # the options analysed with: refine, metadata and roi are fixed here
-    times: StageTimes = field(default_factory=StageTimes)  # the shared stages' seconds
-    reconstruction: np.ndarray | None = None  # the generator's output, made on first need
-    metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
-    modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
-    _symbols: np.ndarray | None = field(default=None, repr=False)
-    compact_layer: bytes | None = None  # the compact payload with every symbol, made on first need
-    _roi_plan: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-
-    @property
-    def roi(self) -> roi.RoiConfig | None:
-        """The classes whose pixels get the residual's bits (None: no ROI)."""
-        return self.options.roi
-
-    def roi_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The image the residual codes (background pre-filtered) and the rate guide, made once
-        per analysis (rate control reuses them at every quality); None without an ROI."""
-        if self.roi is None:
-            return None
-        if self._roi_plan is None:
-            h, w = self.img.rgb.shape[:2]
-            weights = roi.block_weights(self.labels, self.roi)
-            target = roi.prefilter(self.img.rgb, weights, self.roi.sigma)
-            self._roi_plan = (target, roi.rate_guide(weights, h, w))
-        return self._roi_plan
-
-    @property
-    def symbols(self) -> np.ndarray:
-        """The compact symbols (C, H/8, W/8): CompNet runs only for files that use the base."""
-        if self._symbols is None:
-            self._symbols = self.make_symbols()
-        return self._symbols
 
 
 def _bands(region: Region) -> list[Region]:
@@ -335,9 +280,7 @@ class Codec:
             analysis.compact_layer = encode_compact(analysis.symbols, self.bundle.compact_table)
         return analysis.compact_layer
 
-    def _candidates(
-        self, analysis: Analysis, opts: EncodeOptions
-    ) -> list[tuple[np.ndarray, Any]]:
+    def _candidates(self, analysis: Analysis, opts: EncodeOptions) -> list[tuple[np.ndarray, Any]]:
         """Predictions to code the residual against, each with its gate (None: the generator
         everywhere, the ungated layout); the chooser's pick first.
 
