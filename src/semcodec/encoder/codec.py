@@ -24,9 +24,9 @@ from semcodec.decoder.pipeline import DecodeResult, Progress
 from semcodec.defaults import DEFAULT_MODEL
 from semcodec.encoder import enhance, gating, roi, segment
 from semcodec.encoder.analysis import Analysis, EncodeStats
-from semcodec.encoder.netinput import context_pixels
+from semcodec.encoder.compact import compact_layer, compact_symbols
 from semcodec.encoder.options import ANALYSIS_FIELDS, EncodeOptions
-from semcodec.encoder.refine import RefineConfig, refine_latents
+from semcodec.encoder.refine import RefineConfig
 from semcodec.errors import ModelError, UnsupportedInput
 from semcodec.format import container
 from semcodec.format.alpha import encode_alpha
@@ -37,39 +37,15 @@ from semcodec.format.gating import GatingPlan, encode_gating
 from semcodec.format.map import encode_map
 from semcodec.format.metadata import encode_metadata
 from semcodec.format.residual import get_backend
-from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, grow, pad_rgb, paste
+from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Tiling, pad_rgb
 from semcodec.imageio import LoadedImage, from_pil, load_image
 from semcodec.intgrid import generator_torch as fixed
-from semcodec.models.compnet import dequantize, quantize
+from semcodec.models.compnet import dequantize
 from semcodec.models.generator import pixels
 from semcodec.zoo import bundles as zoo
 from semcodec.zoo.bundles import ModelBundle, load_bundle
 
 T = TypeVar("T")
-
-COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
-# core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
-BANDS_2, BANDS_4 = 1 << 11, 1 << 14
-
-
-def _bands(region: Region) -> list[Region]:
-    """Cut a region (1/8 units) into row bands for parallel CompNet runs; by size alone.
-
-    Each band keeps COMPNET_MARGIN blocks of context above and below (CompNet sees 34 pixels
-    around each symbol), so its symbols are those of the whole region up to float rounding.
-    """
-    (y0, y1, x0, x1), ctx = region.core, region.ctx
-    area = (y1 - y0) * (x1 - x0)
-    parts = 4 if area >= BANDS_4 else 2 if area >= BANDS_2 else 1
-    parts = min(parts, max(1, (y1 - y0) // (2 * COMPNET_MARGIN)))
-    cuts = [y0 + (y1 - y0) * i // parts for i in range(parts + 1)]
-    return [
-        Region(
-            (a, b, x0, x1),
-            (max(ctx[0], a - COMPNET_MARGIN), min(ctx[1], b + COMPNET_MARGIN), ctx[2], ctx[3]),
-        )
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-    ]
 
 
 def _resolve_model(model: str) -> str:
@@ -130,7 +106,6 @@ class Codec:
             run = self._runner(progress)
             return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, run)
 
-    @torch.no_grad()
     def compact(
         self,
         rgb: np.ndarray,
@@ -138,40 +113,10 @@ class Codec:
         refine: RefineConfig | None = None,
         progress: Progress | None = None,
     ) -> np.ndarray:
-        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map.
-
-        CompNet runs per tile and, within a tile, in row bands (``_bands``) side by side;
-        ``refine`` (None: off) refines the latents before quantisation (refine.py).
-        """
-        refine = refine if refine is not None else RefineConfig()
-        ph, pw = rgb.shape[:2]
-        c = self.bundle.comp.cfg.out_channels
-        symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
-        regions = self.tiling.regions(ph, pw)
-        pieces = [band for r in regions for band in _bands(r.blocks())]
-        bundle, bf16 = self.bundle, self.bf16
-
-        def piece(r: Region) -> Callable[[], np.ndarray]:
-            def run() -> np.ndarray:
-                cy0, cy1, cx0, cx1 = r.ctx
-                x = context_pixels(rgb, r)
-                lab = grow(
-                    labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE
-                )
-                lab_t = torch.from_numpy(lab.astype(np.int64))[None]
-                with torch.no_grad(), runtime.bf16_autocast(bf16):
-                    t = bundle.comp(x, lab_t).float()
-                if refine.steps:  # the float generator is built only to refine
-                    t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
-                return quantize(t, bundle.levels)[0].numpy()
-
-            return run
-
-        stage = "compnet" if len(regions) > 1 else ""
-        results = self._runner(progress)([piece(r) for r in pieces], stage)
-        for r, q in zip(pieces, results, strict=True):
-            paste(symbols, r, q)
-        return symbols
+        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map
+        (compact.py: CompNet per tile in row bands; ``refine`` None: off)."""
+        run = self._runner(progress)
+        return compact_symbols(self.bundle, rgb, labels, refine, self.bf16, self.tiling, run)
 
     @torch.no_grad()
     def reconstruct(
@@ -274,12 +219,6 @@ class Codec:
             metadata=kept,
         )
 
-    def _compact_layer(self, analysis: Analysis) -> bytes:
-        """The compact layer with every symbol (made once per analysis)."""
-        if analysis.compact_layer is None:
-            analysis.compact_layer = encode_compact(analysis.symbols, self.bundle.compact_table)
-        return analysis.compact_layer
-
     def _candidates(self, analysis: Analysis, opts: EncodeOptions) -> list[tuple[np.ndarray, Any]]:
         """Predictions to code the residual against, each with its gate (None: the generator
         everywhere, the ungated layout); the chooser's pick first.
@@ -357,11 +296,11 @@ class Codec:
     def _side_layers(self, analysis: Analysis, gate: GatingPlan | None) -> dict[LayerKind, bytes]:
         """The gating and compact layers a candidate's file carries."""
         if gate is None:
-            return {LayerKind.COMPACT: self._compact_layer(analysis)}
+            return {LayerKind.COMPACT: compact_layer(analysis, self.bundle.compact_table)}
         used = gating.used_by(gate, *analysis.labels.shape)
         out = {LayerKind.GATING: encode_gating(gate)}
         if gate.all_symbols:
-            out[LayerKind.COMPACT] = self._compact_layer(analysis)
+            out[LayerKind.COMPACT] = compact_layer(analysis, self.bundle.compact_table)
         elif used.any():
             out[LayerKind.COMPACT] = encode_compact(
                 analysis.symbols, self.bundle.compact_table, used
@@ -377,7 +316,7 @@ class Codec:
         _began(progress, "compnet")
         _ = analysis.symbols  # CompNet
         clock("compnet")
-        self._compact_layer(analysis)
+        compact_layer(analysis, self.bundle.compact_table)
         clock("compact_coder")
         for stage in ("compnet", "compact_coder"):  # later qualities report the shared stages
             analysis.times.wall[stage] = clock.times.wall[stage]
@@ -474,7 +413,7 @@ class Codec:
         if predicts:
             self._prepare_base(analysis, clock, progress)
         if quality == 0:
-            layers[LayerKind.COMPACT] = self._compact_layer(analysis)
+            layers[LayerKind.COMPACT] = compact_layer(analysis, self.bundle.compact_table)
         else:
             backend = get_backend(opts.residual)
             if predicts:
