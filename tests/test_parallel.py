@@ -1,4 +1,4 @@
-"""The encoder's fixed split of work (codec._bands, the segmentation branches, tiles) over threads.
+"""The encoder's fixed split of work (compact.bands, the segmentation branches, tiles) over threads.
 
 The split depends on the image size only; each piece runs on one thread. These tests check the
 cut itself, that every path (bands, tiles, the per-tile segmentation above SEG_HEAD_MAX, plain
@@ -15,9 +15,10 @@ import pytest
 from PIL import Image
 
 from semcodec import runtime
-from semcodec.encoder import codec as codec_mod
+from semcodec.encoder import compact as compact_mod
 from semcodec.encoder import segment
-from semcodec.encoder.codec import COMPNET_MARGIN, Codec, Tiling, _bands
+from semcodec.encoder.codec import Codec, Tiling
+from semcodec.encoder.compact import COMPNET_MARGIN, bands
 from semcodec.encoder.gating import GatingConfig
 from semcodec.encoder.options import EncodeOptions
 from semcodec.format.tiling import Region
@@ -38,10 +39,10 @@ def _photo(w: int, h: int) -> np.ndarray:
 )
 def test_bands_cover_the_core_once_with_their_margin(h, w, parts):
     core = ctx = (0, h, 0, w)
-    bands = _bands(Region(core, ctx))
-    assert len(bands) == parts
+    cut = bands(Region(core, ctx))
+    assert len(cut) == parts
     cover = np.zeros(h, int)
-    for b in bands:
+    for b in cut:
         y0, y1, x0, x1 = b.core
         cover[y0:y1] += 1
         assert (x0, x1) == (0, w) and b.ctx[2:] == (0, w)
@@ -51,12 +52,12 @@ def test_bands_cover_the_core_once_with_their_margin(h, w, parts):
 
 def test_bands_stay_inside_a_tile_context():
     core, ctx = (16, 48, 0, 80), (4, 60, 0, 92)
-    for b in _bands(Region(core, ctx)):
+    for b in bands(Region(core, ctx)):
         assert ctx[0] <= b.ctx[0] and b.ctx[1] <= ctx[1] and b.ctx[2:] == ctx[2:]
 
 
 def _symbols(monkeypatch, bands_from: int, rgb, labels, **kw) -> np.ndarray:
-    monkeypatch.setattr(codec_mod, "BANDS_2", bands_from)
+    monkeypatch.setattr(compact_mod, "BANDS_2", bands_from)
     return Codec("tiny", **kw).compact(rgb, labels)
 
 
@@ -67,13 +68,11 @@ def test_compnet_bands_agree_with_one_piece(monkeypatch):
     labels = Codec("tiny").semantic_map(rgb)
     one = _symbols(monkeypatch, 1 << 30, rgb, labels)
     banded = _symbols(monkeypatch, 16, rgb, labels)
-    assert (
-        len(_bands(Region((0, 15, 0, 20), (0, 15, 0, 20)))) == 1
-    )  # 15 rows: too few for two bands
+    assert len(bands(Region((0, 15, 0, 20), (0, 15, 0, 20)))) == 1  # 15 rows: too few for two bands
     diff = np.abs(banded - one)
     assert diff.max() <= 1 and (diff > 0).mean() < 0.005
-    monkeypatch.setattr(codec_mod, "BANDS_2", 16)
-    assert len(_bands(Region((0, 40, 0, 20), (0, 40, 0, 20)))) == 2
+    monkeypatch.setattr(compact_mod, "BANDS_2", 16)
+    assert len(bands(Region((0, 40, 0, 20), (0, 40, 0, 20)))) == 2
 
 
 def test_split_not_worker_count_decides_the_symbols(monkeypatch):
@@ -81,7 +80,7 @@ def test_split_not_worker_count_decides_the_symbols(monkeypatch):
     rgb = _pad_rgb(_photo(160, 120))
     c = Codec("tiny")
     labels = c.semantic_map(rgb)
-    monkeypatch.setattr(codec_mod, "BANDS_2", 16)
+    monkeypatch.setattr(compact_mod, "BANDS_2", 16)
     one = c.compact(rgb, labels)
     real = runtime.run_parallel
     monkeypatch.setattr(runtime, "run_parallel", lambda tasks, workers=None: real(tasks, 2))

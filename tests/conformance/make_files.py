@@ -64,6 +64,7 @@ FORCED = {
 
 def forced_file(codec, picture: Image.Image, quality: int, modes, all_symbols: bool) -> bytes:
     """A valid file with given tile modes: the encoder's layers around that prediction."""
+    from semcodec.encoder import prediction
     from semcodec.format import container
     from semcodec.format.container import Header, LayerKind
     from semcodec.format.residual import get_backend
@@ -73,9 +74,10 @@ def forced_file(codec, picture: Image.Image, quality: int, modes, all_symbols: b
     h, w = rgb.shape[:2]
     an.reconstruction = codec.reconstruct(an.symbols, an.labels, (h, w))
     cfg = an.options.gating
-    pred, gate = codec._gated(an, cfg, np.array(modes, np.int64), all_symbols)
+    parts = codec.prediction_parts
+    pred, gate = prediction.gated(an, parts, cfg, np.array(modes, np.int64), all_symbols)
     layers = {k: v for k, v in an.layers.items() if k != LayerKind.COMPACT}
-    layers.update(codec._side_layers(an, gate))
+    layers.update(prediction.side_layers(an, codec.bundle.compact_table, gate))
     backend = get_backend("avif")
     layers[LayerKind.RESIDUAL] = backend.encode(rgb.astype(np.int16) - pred, quality)
     header = Header(w, h, "RGB", codec.bundle.name, codec.bundle.hash, quality, backend.code,

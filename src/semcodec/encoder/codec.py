@@ -3,15 +3,16 @@
 Floating-point networks only produce what is then stored losslessly (the map, the compact
 symbols) or what both ends recompute identically from decoded integers (the enhanced
 reconstruction, on an integer grid). Entropy coders see integers only. This module only
-orchestrates: tiles come from tiling.py, the map from segment.py, each layer's coder from
-entropy/.
+orchestrates (the model, its caches, the stage clock, the calls in order): tiles come from
+tiling.py, the map from segment.py, the symbols and compact layer from compact.py, the
+predictions and their side layers from prediction.py, the residual from residual.py, the
+ENHANCE layer from enhance.py, each layer's coder from format/.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,110 +22,30 @@ from PIL import Image
 
 from semcodec import runtime
 from semcodec.decoder import pipeline as decoder
-from semcodec.decoder.pipeline import DecodeResult, Progress, StageTimes
+from semcodec.decoder.pipeline import DecodeResult, Progress
 from semcodec.defaults import DEFAULT_MODEL
-from semcodec.encoder import enhance, gating, roi, segment
-from semcodec.encoder.netinput import context_pixels
+from semcodec.encoder import enhance, prediction, roi, segment
+from semcodec.encoder.analysis import Analysis, EncodeStats
+from semcodec.encoder.compact import compact_layer, compact_symbols
 from semcodec.encoder.options import ANALYSIS_FIELDS, EncodeOptions
-from semcodec.encoder.refine import RefineConfig, refine_latents
+from semcodec.encoder.refine import RefineConfig
+from semcodec.encoder.residual import code_residual
 from semcodec.errors import ModelError, UnsupportedInput
 from semcodec.format import container
 from semcodec.format.alpha import encode_alpha
-from semcodec.format.compact import encode_compact
 from semcodec.format.container import Header, LayerKind, Limits
-from semcodec.format.enhance import encode_adjust
-from semcodec.format.gating import GatingPlan, encode_gating
 from semcodec.format.map import encode_map
-from semcodec.format.metadata import Metadata, encode_metadata
+from semcodec.format.metadata import encode_metadata
 from semcodec.format.residual import get_backend
-from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, grow, pad_rgb, paste
+from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Tiling, pad_rgb
 from semcodec.imageio import LoadedImage, from_pil, load_image
 from semcodec.intgrid import generator_torch as fixed
-from semcodec.models.compnet import dequantize, quantize
+from semcodec.models.compnet import dequantize
 from semcodec.models.generator import pixels
 from semcodec.zoo import bundles as zoo
 from semcodec.zoo.bundles import ModelBundle, load_bundle
 
 T = TypeVar("T")
-
-COMPNET_MARGIN = 6  # blocks of context around a CompNet band (48 px > its 34 px reach)
-# core blocks (x64 pixels) from which CompNet runs in 2 / 4 bands
-BANDS_2, BANDS_4 = 1 << 11, 1 << 14
-
-
-@dataclass
-class EncodeStats:
-    """What an encode produced, for reporting (bytes per layer, seconds per stage)."""
-
-    layer_bytes: dict[str, int]
-    total_bytes: int
-    times: StageTimes = field(default_factory=StageTimes)  # this file's stages, shared ones too
-
-
-@dataclass
-class Analysis:
-    """The quality-independent part of an encode (``Codec.analyse``), reusable across qualities.
-
-    It caches what later qualities reuse (CompNet's symbols, the reconstruction), so it
-    belongs to one caller at a time.
-    """
-
-    img: LoadedImage
-    labels: np.ndarray
-    make_symbols: Callable[[], np.ndarray] = field(repr=False)  # CompNet, run on first need
-    layers: dict[LayerKind, bytes]  # semantic map (and metadata) payloads
-    options: EncodeOptions  # the options analysed with: refine, metadata and roi are fixed here
-    times: StageTimes = field(default_factory=StageTimes)  # the shared stages' seconds
-    reconstruction: np.ndarray | None = None  # the generator's output, made on first need
-    metadata: Metadata = field(default_factory=Metadata)  # what the file will keep of the input's
-    modes: dict[int, np.ndarray | None] = field(default_factory=dict)  # per quality: tile modes
-    _symbols: np.ndarray | None = field(default=None, repr=False)
-    compact_layer: bytes | None = None  # the compact payload with every symbol, made on first need
-    _roi_plan: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-
-    @property
-    def roi(self) -> roi.RoiConfig | None:
-        """The classes whose pixels get the residual's bits (None: no ROI)."""
-        return self.options.roi
-
-    def roi_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The image the residual codes (background pre-filtered) and the rate guide, made once
-        per analysis (rate control reuses them at every quality); None without an ROI."""
-        if self.roi is None:
-            return None
-        if self._roi_plan is None:
-            h, w = self.img.rgb.shape[:2]
-            weights = roi.block_weights(self.labels, self.roi)
-            target = roi.prefilter(self.img.rgb, weights, self.roi.sigma)
-            self._roi_plan = (target, roi.rate_guide(weights, h, w))
-        return self._roi_plan
-
-    @property
-    def symbols(self) -> np.ndarray:
-        """The compact symbols (C, H/8, W/8): CompNet runs only for files that use the base."""
-        if self._symbols is None:
-            self._symbols = self.make_symbols()
-        return self._symbols
-
-
-def _bands(region: Region) -> list[Region]:
-    """Cut a region (1/8 units) into row bands for parallel CompNet runs; by size alone.
-
-    Each band keeps COMPNET_MARGIN blocks of context above and below (CompNet sees 34 pixels
-    around each symbol), so its symbols are those of the whole region up to float rounding.
-    """
-    (y0, y1, x0, x1), ctx = region.core, region.ctx
-    area = (y1 - y0) * (x1 - x0)
-    parts = 4 if area >= BANDS_4 else 2 if area >= BANDS_2 else 1
-    parts = min(parts, max(1, (y1 - y0) // (2 * COMPNET_MARGIN)))
-    cuts = [y0 + (y1 - y0) * i // parts for i in range(parts + 1)]
-    return [
-        Region(
-            (a, b, x0, x1),
-            (max(ctx[0], a - COMPNET_MARGIN), min(ctx[1], b + COMPNET_MARGIN), ctx[2], ctx[3]),
-        )
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-    ]
 
 
 def _resolve_model(model: str) -> str:
@@ -185,7 +106,6 @@ class Codec:
             run = self._runner(progress)
             return segment.label_map(self.bundle.seg, rgb, self.bf16, self.tiling, run)
 
-    @torch.no_grad()
     def compact(
         self,
         rgb: np.ndarray,
@@ -193,40 +113,10 @@ class Codec:
         refine: RefineConfig | None = None,
         progress: Progress | None = None,
     ) -> np.ndarray:
-        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map.
-
-        CompNet runs per tile and, within a tile, in row bands (``_bands``) side by side;
-        ``refine`` (None: off) refines the latents before quantisation (refine.py).
-        """
-        refine = refine if refine is not None else RefineConfig()
-        ph, pw = rgb.shape[:2]
-        c = self.bundle.comp.cfg.out_channels
-        symbols = np.empty((c, ph // MULTIPLE, pw // MULTIPLE), np.int64)
-        regions = self.tiling.regions(ph, pw)
-        pieces = [band for r in regions for band in _bands(r.blocks())]
-        bundle, bf16 = self.bundle, self.bf16
-
-        def piece(r: Region) -> Callable[[], np.ndarray]:
-            def run() -> np.ndarray:
-                cy0, cy1, cx0, cx1 = r.ctx
-                x = context_pixels(rgb, r)
-                lab = grow(
-                    labels[cy0:cy1, cx0:cx1], x.shape[-2] // MULTIPLE, x.shape[-1] // MULTIPLE
-                )
-                lab_t = torch.from_numpy(lab.astype(np.int64))[None]
-                with torch.no_grad(), runtime.bf16_autocast(bf16):
-                    t = bundle.comp(x, lab_t).float()
-                if refine.steps:  # the float generator is built only to refine
-                    t = refine_latents(t, x, lab_t, bundle.gen, bundle.compact_table, refine)
-                return quantize(t, bundle.levels)[0].numpy()
-
-            return run
-
-        stage = "compnet" if len(regions) > 1 else ""
-        results = self._runner(progress)([piece(r) for r in pieces], stage)
-        for r, q in zip(pieces, results, strict=True):
-            paste(symbols, r, q)
-        return symbols
+        """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map
+        (compact.py: CompNet per tile in row bands; ``refine`` None: off)."""
+        run = self._runner(progress)
+        return compact_symbols(self.bundle, rgb, labels, refine, self.bf16, self.tiling, run)
 
     @torch.no_grad()
     def reconstruct(
@@ -256,6 +146,13 @@ class Codec:
             return self._float_generator(s, la, size).permute(1, 2, 0).numpy()
 
         return run
+
+    @property
+    def prediction_parts(self) -> prediction.PredictionParts:
+        """What the prediction stages need of the model (prediction.py)."""
+        return prediction.PredictionParts(
+            self.bundle.levels, self.bundle.compact_table, self.reconstruct
+        )
 
     def _float_generator(
         self, sym: torch.Tensor, lab: torch.Tensor, size: tuple[int, int]
@@ -329,102 +226,6 @@ class Codec:
             metadata=kept,
         )
 
-    def _compact_layer(self, analysis: Analysis) -> bytes:
-        """The compact layer with every symbol (made once per analysis)."""
-        if analysis.compact_layer is None:
-            analysis.compact_layer = encode_compact(analysis.symbols, self.bundle.compact_table)
-        return analysis.compact_layer
-
-    def _candidates(
-        self, analysis: Analysis, opts: EncodeOptions
-    ) -> list[tuple[np.ndarray, Any]]:
-        """Predictions to code the residual against, each with its gate (None: the generator
-        everywhere, the ungated layout); the chooser's pick first.
-
-        Two plans are costed with the rate proxy (gating.choose_modes). With the generator:
-        every compact symbol is sent (the generator sees the true symbols, so its
-        reconstruction is the one already made) and each tile takes the generator, the base or
-        nothing. Without it: only tiles that take the base send their symbols, the others
-        take nothing. The cheaper plan is the pick; the other extreme (no prediction anywhere,
-        or the generator everywhere) follows for the check with the real coder (``_residual``).
-        """
-        cfg, quality = opts.gating, opts.quality
-        recon = analysis.reconstruction
-        if not cfg.enabled or quality == 0:
-            return [(recon, None)]
-        img, symbols, levels = analysis.img, analysis.symbols, self.bundle.levels
-        h, w = img.rgb.shape[:2]
-        _, mh, mw = symbols.shape
-        th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
-        preds: dict[int, np.ndarray | int] = {gating.GEN: recon, gating.NONE: gating.FLAT}
-        if gating.BASE in cfg.modes:
-            preds[gating.BASE] = gating.base_pixels(symbols, levels, (h, w))
-        cbits = gating.compact_tile_bits(symbols, self.bundle.compact_table, cfg.tile_blocks)
-        plans = []
-        if gating.GEN in cfg.modes:
-            with_gen = {m: p for m, p in preds.items() if m in cfg.modes}
-            modes, cost = gating.choose_modes(img.rgb, with_gen, None, quality, cfg.tile_blocks)
-            plans.append((cost + float(cbits.sum()), modes, True))
-        without = {m: p for m, p in preds.items() if m in cfg.modes and m != gating.GEN}
-        if without:
-            modes, cost = gating.choose_modes(img.rgb, without, cbits, quality, cfg.tile_blocks)
-            plans.append((cost, modes, False))
-        _, modes, all_symbols = min(plans, key=lambda p: p[0])
-        if (modes == gating.GEN).all():
-            pick = (recon, None)
-        else:
-            pick = self._gated(analysis, cfg, modes, all_symbols)
-        out = [pick]
-        if pick[1] is not None and (modes != gating.NONE).any() and gating.NONE in cfg.modes:
-            out.append(self._flat(analysis, cfg))
-        elif pick[1] is not None and gating.GEN in cfg.modes:
-            out.append((recon, None))
-        elif pick[1] is None and gating.NONE in cfg.modes:
-            out.append(self._flat(analysis, cfg))
-        return out
-
-    def _gated(
-        self,
-        analysis: Analysis,
-        cfg: gating.GatingConfig,
-        modes: np.ndarray,
-        all_symbols: bool,
-    ) -> tuple[np.ndarray, GatingPlan]:
-        """The blended prediction of given tile modes, from the symbols the decoder will have
-        (none, and no CompNet run, where no tile uses the base)."""
-        levels = self.bundle.levels
-        h, w = analysis.img.rgb.shape[:2]
-        mh, mw = analysis.labels.shape
-        used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
-        if used.any():
-            filled = gating.fill_symbols(analysis.symbols, used, levels)
-        final: dict[int, np.ndarray | int] = {}
-        if (modes == gating.GEN).any():
-            if used.all():
-                final[gating.GEN] = analysis.reconstruction
-            else:  # not written by this encoder's plans, but a valid file: decode what it says
-                final[gating.GEN] = self.reconstruct(filled, analysis.labels, (h, w))
-        if (modes == gating.BASE).any():
-            final[gating.BASE] = gating.base_pixels(filled, levels, (h, w))
-        if (modes == gating.NONE).any():
-            final[gating.NONE] = gating.FLAT
-        pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
-        return pred, GatingPlan(cfg.tile_blocks, cfg.radius, modes, all_symbols)
-
-    def _side_layers(self, analysis: Analysis, gate: GatingPlan | None) -> dict[LayerKind, bytes]:
-        """The gating and compact layers a candidate's file carries."""
-        if gate is None:
-            return {LayerKind.COMPACT: self._compact_layer(analysis)}
-        used = gating.used_by(gate, *analysis.labels.shape)
-        out = {LayerKind.GATING: encode_gating(gate)}
-        if gate.all_symbols:
-            out[LayerKind.COMPACT] = self._compact_layer(analysis)
-        elif used.any():
-            out[LayerKind.COMPACT] = encode_compact(
-                analysis.symbols, self.bundle.compact_table, used
-            )
-        return out
-
     def _prepare_base(
         self, analysis: Analysis, clock: decoder.Clock, progress: Progress | None
     ) -> None:
@@ -434,79 +235,11 @@ class Codec:
         _began(progress, "compnet")
         _ = analysis.symbols  # CompNet
         clock("compnet")
-        self._compact_layer(analysis)
+        compact_layer(analysis, self.bundle.compact_table)
         clock("compact_coder")
         for stage in ("compnet", "compact_coder"):  # later qualities report the shared stages
             analysis.times.wall[stage] = clock.times.wall[stage]
             analysis.times.cpu[stage] = clock.times.cpu[stage]
-
-    def _flat(self, analysis: Analysis, cfg: gating.GatingConfig) -> tuple[np.ndarray, Any]:
-        """No prediction in any tile: the residual layer codes the image itself, and the file
-        has no compact layer (no CompNet needed)."""
-        th, tw = gating.tile_shape(*analysis.labels.shape, cfg.tile_blocks)
-        return self._gated(analysis, cfg, np.full((th, tw), gating.NONE, np.int64), False)
-
-    def _residual(
-        self,
-        analysis: Analysis,
-        opts: EncodeOptions,
-        backend: Any,
-        plans: list[tuple[np.ndarray, Any]],
-    ) -> tuple[dict[LayerKind, bytes], Any]:
-        """The residual, gating and compact layers of the chosen plan, and its gate.
-
-        With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
-        residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
-        AVIF: 4:2:0 as well where the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
-        (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
-        """
-        quality, effort = opts.quality, opts.effort
-        rgb = analysis.img.rgb
-        plan = analysis.roi_plan()
-        target, guide = plan if plan is not None else (rgb, None)
-        extra = {} if guide is None else {"guide": guide}
-        if effort < gating.VERIFY_EFFORT:
-            cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
-        elif effort < gating.LAYOUT_EFFORT:
-            cands = [(pred, gate, None) for pred, gate in plans]
-        else:  # each candidate in every payload layout the backend offers for it
-            cands = [
-                (pred, gate, layout)
-                for pred, gate in plans
-                for layout in backend.layouts(_predicts_nothing(gate))
-            ]
-
-        def code(pred: np.ndarray, layout: str | None) -> Callable[[], bytes]:
-            def run() -> bytes:
-                res = target.astype(np.int16)
-                res -= pred
-                return backend.encode(res, quality, effort, layout, **extra)
-
-            return run
-
-        # libaom runs one thread per encode: the candidates side by side give the same bytes
-        payloads = runtime.run_parallel([code(pred, layout) for pred, _, layout in cands])
-        best: tuple[float, dict[LayerKind, bytes], Any] | None = None
-        for (pred, gate, _), payload in zip(cands, payloads, strict=True):
-            layers = self._side_layers(analysis, gate)
-            layers[LayerKind.RESIDUAL] = payload
-            if len(cands) == 1:
-                return layers, gate
-            h, w = rgb.shape[:2]
-            dec = backend.decode(payload, h, w) + pred
-            mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
-            bits = 8.0 * self._file_size(analysis, layers)
-            cost = gating.rd_cost(bits, mse, quality)
-            if best is None or cost < best[0]:
-                best = (cost, layers, gate)
-        assert best is not None
-        return best[1], best[2]
-
-    def _file_size(self, analysis: Analysis, layers: dict[LayerKind, bytes]) -> int:
-        """The size estimate a candidate's cost uses: its layers, the map and the container's
-        fixed estimate (container.ESTIMATED_HEADER: files' bytes depend on its value)."""
-        fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + container.ESTIMATED_HEADER
-        return fixed + sum(len(v) for v in layers.values())
 
     def finish(
         self,
@@ -527,11 +260,11 @@ class Codec:
         h, w = img.rgb.shape[:2]
         layers = dict(analysis.layers)
         backend_code = 0
-        predicts = _searches(opts)
+        predicts = prediction.searches(opts)
         if predicts:
             self._prepare_base(analysis, clock, progress)
         if quality == 0:
-            layers[LayerKind.COMPACT] = self._compact_layer(analysis)
+            layers[LayerKind.COMPACT] = compact_layer(analysis, self.bundle.compact_table)
         else:
             backend = get_backend(opts.residual)
             if predicts:
@@ -541,11 +274,12 @@ class Codec:
                         analysis.symbols, analysis.labels, (h, w), progress
                     )
                 clock("generator")
-                plans = self._candidates(analysis, opts)
+                plans = prediction.candidates(analysis, self.prediction_parts, opts)
             else:
-                plans = [self._flat(analysis, opts.gating)]
+                plans = [prediction.flat(analysis, self.prediction_parts, opts.gating)]
             _began(progress, "residual")
-            chosen, gate = self._residual(analysis, opts, backend, plans)
+            table = self.bundle.compact_table
+            chosen, gate = code_residual(analysis, opts, backend, plans, table)
             layers.update(chosen)
             analysis.modes[quality] = None if gate is None else gate.modes
             if analysis.roi is not None:
@@ -569,33 +303,11 @@ class Codec:
         data = container.pack(header, layers)
         if opts.enhance and self.bundle.enh_table is not None:
             _began(progress, "enhance")
-            data, layers = self._enhanced(data, header, layers, img.rgb, opts)
+            data, layers = enhance.enhanced_file(self.decoder, data, header, layers, img.rgb, opts)
             clock("enhance")
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
         clock("pack")
         return data, EncodeStats(layer_bytes=sizes, total_bytes=len(data), times=times)
-
-    def _enhanced(
-        self,
-        data: bytes,
-        header: Header,
-        layers: dict[LayerKind, bytes],
-        original: np.ndarray,
-        opts: EncodeOptions,
-    ) -> tuple[bytes, dict[LayerKind, bytes]]:
-        """The file with an ENHANCE layer fitted to the original, where that lowers its cost."""
-        dec = self.decoder
-        result = dec.decode(data)
-        assert dec.enhancer is not None and result.pixels is not None
-        choice = enhance.choose(
-            dec.enhancer, original, result.pixels, result.semantic_map, opts.quality, opts.effort
-        )
-        layer = encode_adjust(choice.adjust)
-        enhanced = len(data) + len(layer) + container.ESTIMATED_ENTRY
-        if not enhance.pays(choice, len(data), enhanced, opts.quality):
-            return data, layers
-        layers = {**layers, LayerKind.ENHANCE: layer}
-        return container.pack(header, layers), layers
 
     def _load(self, image) -> LoadedImage:
         """Accept a PIL image, an RGB array, a LoadedImage, a path or encoded bytes."""
@@ -673,15 +385,6 @@ def _ticking(
     return [wrap(t) for t in tasks]
 
 
-def _searches(opts: EncodeOptions) -> bool:
-    """Whether this encode looks for a prediction (and so runs CompNet and the generator):
-    always for the base layer alone and without gating, otherwise gating.searches."""
-    cfg = opts.gating
-    if opts.quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
-        return True
-    return gating.searches(opts.effort, opts.quality)
-
-
 def _options(
     options: EncodeOptions | None, default: EncodeOptions, settings: dict[str, Any]
 ) -> EncodeOptions:
@@ -700,11 +403,6 @@ def _check_analysis(analysis: Analysis, opts: EncodeOptions) -> None:
     if opts.analysis_key() != analysis.options.analysis_key():
         names = ", ".join(ANALYSIS_FIELDS)
         raise ValueError(f"finish: {names} must be those the image was analysed with")
-
-
-def _predicts_nothing(gate: GatingPlan | None) -> bool:
-    """Whether a candidate's residual is the image itself: every tile in mode 'none'."""
-    return gate is not None and bool((gate.modes == gating.NONE).all())
 
 
 _DEFAULT: dict[str, Codec] = {}

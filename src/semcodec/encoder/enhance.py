@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from semcodec.decoder.pipeline import Decoder
 from semcodec.encoder import gating
+from semcodec.encoder.options import EncodeOptions
+from semcodec.format import container
+from semcodec.format.container import Header, LayerKind
+from semcodec.format.enhance import encode_adjust
 from semcodec.intgrid.enhancer import CORR_SHIFT, GAIN_ONE, OFFSET_UNIT, Adjust, IntEnhancer, apply
 
 ADAPT_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
@@ -107,3 +112,25 @@ def pays(choice: EnhanceChoice, plain_bytes: int, enhanced_bytes: int, quality: 
     without = gating.rd_cost(8.0 * plain_bytes, choice.mse_before, q)
     with_layer = gating.rd_cost(8.0 * enhanced_bytes, choice.mse_after, q)
     return with_layer < without
+
+
+def enhanced_file(
+    dec: Decoder,
+    data: bytes,
+    header: Header,
+    layers: dict[LayerKind, bytes],
+    original: np.ndarray,
+    opts: EncodeOptions,
+) -> tuple[bytes, dict[LayerKind, bytes]]:
+    """The file with an ENHANCE layer fitted to the original, where that lowers its cost."""
+    result = dec.decode(data)
+    assert dec.enhancer is not None and result.pixels is not None
+    choice = choose(
+        dec.enhancer, original, result.pixels, result.semantic_map, opts.quality, opts.effort
+    )
+    layer = encode_adjust(choice.adjust)
+    enhanced = len(data) + len(layer) + container.ESTIMATED_ENTRY
+    if not pays(choice, len(data), enhanced, opts.quality):
+        return data, layers
+    layers = {**layers, LayerKind.ENHANCE: layer}
+    return container.pack(header, layers), layers

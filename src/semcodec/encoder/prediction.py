@@ -1,0 +1,143 @@
+"""The predictions the residual is coded against: the candidates, the gating choice and the
+gating and compact layers each candidate's file carries (A4–A6; the chooser is gating.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from semcodec.encoder import gating
+from semcodec.encoder.analysis import Analysis
+from semcodec.encoder.compact import compact_layer
+from semcodec.encoder.options import EncodeOptions
+from semcodec.format.compact import encode_compact
+from semcodec.format.container import LayerKind
+from semcodec.format.gating import GatingPlan, encode_gating
+
+# symbols, labels, (h, w) -> the generator's uint8 (h, w, 3) reconstruction
+Reconstruct = Callable[[np.ndarray, np.ndarray, tuple[int, int]], np.ndarray]
+Candidate = tuple[np.ndarray, Any]  # a prediction and its gate (None: ungated)
+
+
+@dataclass(frozen=True)
+class PredictionParts:
+    """The model parts a prediction needs: the symbols' levels and table, and the generator."""
+
+    levels: int
+    compact_table: np.ndarray
+    reconstruct: Reconstruct
+
+
+def searches(opts: EncodeOptions) -> bool:
+    """Whether this encode looks for a prediction (and so runs CompNet and the generator):
+    always for the base layer alone and without gating, otherwise gating.searches."""
+    cfg = opts.gating
+    if opts.quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
+        return True
+    return gating.searches(opts.effort, opts.quality)
+
+
+def predicts_nothing(gate: GatingPlan | None) -> bool:
+    """Whether a candidate's residual is the image itself: every tile in mode 'none'."""
+    return gate is not None and bool((gate.modes == gating.NONE).all())
+
+
+def candidates(analysis: Analysis, parts: PredictionParts, opts: EncodeOptions) -> list[Candidate]:
+    """Predictions to code the residual against, each with its gate (None: the generator
+    everywhere, the ungated layout); the chooser's pick first.
+
+    Two plans are costed with the rate proxy (gating.choose_modes). With the generator:
+    every compact symbol is sent (the generator sees the true symbols, so its
+    reconstruction is the one already made) and each tile takes the generator, the base or
+    nothing. Without it: only tiles that take the base send their symbols, the others
+    take nothing. The cheaper plan is the pick; the other extreme (no prediction anywhere,
+    or the generator everywhere) follows for the check with the real coder (residual.py).
+    """
+    cfg, quality = opts.gating, opts.quality
+    recon = analysis.reconstruction
+    if not cfg.enabled or quality == 0:
+        return [(recon, None)]
+    img, symbols, levels = analysis.img, analysis.symbols, parts.levels
+    h, w = img.rgb.shape[:2]
+    _, mh, mw = symbols.shape
+    th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
+    preds: dict[int, np.ndarray | int] = {gating.GEN: recon, gating.NONE: gating.FLAT}
+    if gating.BASE in cfg.modes:
+        preds[gating.BASE] = gating.base_pixels(symbols, levels, (h, w))
+    cbits = gating.compact_tile_bits(symbols, parts.compact_table, cfg.tile_blocks)
+    plans = []
+    if gating.GEN in cfg.modes:
+        with_gen = {m: p for m, p in preds.items() if m in cfg.modes}
+        modes, cost = gating.choose_modes(img.rgb, with_gen, None, quality, cfg.tile_blocks)
+        plans.append((cost + float(cbits.sum()), modes, True))
+    without = {m: p for m, p in preds.items() if m in cfg.modes and m != gating.GEN}
+    if without:
+        modes, cost = gating.choose_modes(img.rgb, without, cbits, quality, cfg.tile_blocks)
+        plans.append((cost, modes, False))
+    _, modes, all_symbols = min(plans, key=lambda p: p[0])
+    if (modes == gating.GEN).all():
+        pick = (recon, None)
+    else:
+        pick = gated(analysis, parts, cfg, modes, all_symbols)
+    out = [pick]
+    if pick[1] is not None and (modes != gating.NONE).any() and gating.NONE in cfg.modes:
+        out.append(flat(analysis, parts, cfg))
+    elif pick[1] is not None and gating.GEN in cfg.modes:
+        out.append((recon, None))
+    elif pick[1] is None and gating.NONE in cfg.modes:
+        out.append(flat(analysis, parts, cfg))
+    return out
+
+
+def gated(
+    analysis: Analysis,
+    parts: PredictionParts,
+    cfg: gating.GatingConfig,
+    modes: np.ndarray,
+    all_symbols: bool,
+) -> tuple[np.ndarray, GatingPlan]:
+    """The blended prediction of given tile modes, from the symbols the decoder will have
+    (none, and no CompNet run, where no tile uses the base)."""
+    levels = parts.levels
+    h, w = analysis.img.rgb.shape[:2]
+    mh, mw = analysis.labels.shape
+    used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
+    if used.any():
+        filled = gating.fill_symbols(analysis.symbols, used, levels)
+    final: dict[int, np.ndarray | int] = {}
+    if (modes == gating.GEN).any():
+        if used.all():
+            final[gating.GEN] = analysis.reconstruction
+        else:  # not written by this encoder's plans, but a valid file: decode what it says
+            final[gating.GEN] = parts.reconstruct(filled, analysis.labels, (h, w))
+    if (modes == gating.BASE).any():
+        final[gating.BASE] = gating.base_pixels(filled, levels, (h, w))
+    if (modes == gating.NONE).any():
+        final[gating.NONE] = gating.FLAT
+    pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
+    return pred, GatingPlan(cfg.tile_blocks, cfg.radius, modes, all_symbols)
+
+
+def flat(analysis: Analysis, parts: PredictionParts, cfg: gating.GatingConfig) -> Candidate:
+    """No prediction in any tile: the residual layer codes the image itself, and the file
+    has no compact layer (no CompNet needed)."""
+    th, tw = gating.tile_shape(*analysis.labels.shape, cfg.tile_blocks)
+    return gated(analysis, parts, cfg, np.full((th, tw), gating.NONE, np.int64), False)
+
+
+def side_layers(
+    analysis: Analysis, table: np.ndarray, gate: GatingPlan | None
+) -> dict[LayerKind, bytes]:
+    """The gating and compact layers a candidate's file carries."""
+    if gate is None:
+        return {LayerKind.COMPACT: compact_layer(analysis, table)}
+    used = gating.used_by(gate, *analysis.labels.shape)
+    out = {LayerKind.GATING: encode_gating(gate)}
+    if gate.all_symbols:
+        out[LayerKind.COMPACT] = compact_layer(analysis, table)
+    elif used.any():
+        out[LayerKind.COMPACT] = encode_compact(analysis.symbols, table, used)
+    return out

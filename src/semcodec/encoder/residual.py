@@ -1,0 +1,81 @@
+"""The residual coding of the prediction candidates: each coded with the real coder, the one of
+least rate-distortion cost kept with its gating and compact layers (A5)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from semcodec import runtime
+from semcodec.encoder import gating
+from semcodec.encoder.analysis import Analysis
+from semcodec.encoder.options import EncodeOptions
+from semcodec.encoder.prediction import Candidate, predicts_nothing, side_layers
+from semcodec.format import container
+from semcodec.format.container import LayerKind
+
+
+def code_residual(
+    analysis: Analysis,
+    opts: EncodeOptions,
+    backend: Any,
+    plans: list[Candidate],
+    table: np.ndarray,
+) -> tuple[dict[LayerKind, bytes], Any]:
+    """The residual, gating and compact layers of the chosen plan, and its gate.
+
+    With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
+    residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
+    AVIF: 4:2:0 as well where the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
+    (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
+    """
+    quality, effort = opts.quality, opts.effort
+    rgb = analysis.img.rgb
+    plan = analysis.roi_plan()
+    target, guide = plan if plan is not None else (rgb, None)
+    extra = {} if guide is None else {"guide": guide}
+    if effort < gating.VERIFY_EFFORT:
+        cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
+    elif effort < gating.LAYOUT_EFFORT:
+        cands = [(pred, gate, None) for pred, gate in plans]
+    else:  # each candidate in every payload layout the backend offers for it
+        cands = [
+            (pred, gate, layout)
+            for pred, gate in plans
+            for layout in backend.layouts(predicts_nothing(gate))
+        ]
+
+    def code(pred: np.ndarray, layout: str | None) -> Callable[[], bytes]:
+        def run() -> bytes:
+            res = target.astype(np.int16)
+            res -= pred
+            return backend.encode(res, quality, effort, layout, **extra)
+
+        return run
+
+    # libaom runs one thread per encode: the candidates side by side give the same bytes
+    payloads = runtime.run_parallel([code(pred, layout) for pred, _, layout in cands])
+    best: tuple[float, dict[LayerKind, bytes], Any] | None = None
+    for (pred, gate, _), payload in zip(cands, payloads, strict=True):
+        layers = side_layers(analysis, table, gate)
+        layers[LayerKind.RESIDUAL] = payload
+        if len(cands) == 1:
+            return layers, gate
+        h, w = rgb.shape[:2]
+        dec = backend.decode(payload, h, w) + pred
+        mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
+        bits = 8.0 * file_size(analysis, layers)
+        cost = gating.rd_cost(bits, mse, quality)
+        if best is None or cost < best[0]:
+            best = (cost, layers, gate)
+    assert best is not None
+    return best[1], best[2]
+
+
+def file_size(analysis: Analysis, layers: dict[LayerKind, bytes]) -> int:
+    """The size estimate a candidate's cost uses: its layers, the map and the container's
+    fixed estimate (container.ESTIMATED_HEADER: files' bytes depend on its value)."""
+    fixed = len(analysis.layers[LayerKind.SEMANTIC_MAP]) + container.ESTIMATED_HEADER
+    return fixed + sum(len(v) for v in layers.values())
