@@ -183,7 +183,12 @@ def seed_files() -> dict[str, bytes]:
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import GatingConfig
 
-    codec = Codec("tiny", gating_config=GatingConfig(enabled=False))  # the ungated layouts
+    codec = Codec("tiny")
+    ungated = GatingConfig(enabled=False)  # the ungated layouts
+
+    def encode(image, quality: int, residual: str, **more) -> bytes:
+        return codec.encode(image, quality=quality, residual=residual, gating=ungated, **more)
+
     rng = np.random.default_rng(7)
     y, x = np.mgrid[0:24, 0:40]
     rgb = np.stack([x * 6, y * 9, (x + y) * 3], -1) + rng.integers(-20, 21, (24, 40, 3))
@@ -199,14 +204,14 @@ def seed_files() -> dict[str, bytes]:
     exif[0x010F] = "ACME"
     tagged.info.update(icc_profile=b"icc-profile-bytes", exif=exif.tobytes(), xmp=b"<x:xmpmeta/>")
     return {
-        "rgb-metadata": codec.encode(tagged, 30, "native"),
-        "rgb-native": codec.encode(rgb, 60, "native"),
-        "gray-avif": codec.encode(Image.fromarray(rgb[:17, :33]).convert("L"), 40, "avif"),
-        "rgba-native": codec.encode(rgba, 80, "native"),
-        "rgb-base": codec.encode(rgb[:16, :16], 0, "native"),
+        "rgb-metadata": encode(tagged, 30, "native"),
+        "rgb-native": encode(rgb, 60, "native"),
+        "gray-avif": encode(Image.fromarray(rgb[:17, :33]).convert("L"), 40, "avif"),
+        "rgba-native": encode(rgba, 80, "native"),
+        "rgb-base": encode(rgb[:16, :16], 0, "native"),
         "rgb-gated": _gated_seed(rgb),
         "rgb-enhance": _enhance_seed(rgb),
-        "rgb-roi": codec.encode(rgb, 50, "avif", roi_config=_roi_seed()),
+        "rgb-roi": encode(rgb, 50, "avif", roi=_roi_seed()),
     }
 
 
@@ -220,7 +225,7 @@ def _enhance_seed(rgb) -> bytes:
     from semcodec.format.enhance import encode_adjust
     from semcodec.intgrid.enhancer import Adjust
 
-    header, layers = container.unpack(Codec("tiny-enh").encode(rgb, 40, "native"))
+    header, layers = container.unpack(Codec("tiny-enh").encode(rgb, quality=40, residual="native"))
     adjust = Adjust(
         np.arange(12) % 16, np.arange(36).reshape(12, 3) - 18, np.eye(1, 2, dtype=bool), 32
     )
@@ -230,7 +235,7 @@ def _enhance_seed(rgb) -> bytes:
 
 def _roi_seed():
     """An ROI of two classes with weights and a strength (a file with an ROI layer)."""
-    from semcodec.encoder.roi import parse_roi
+    from semcodec.encoder.roi_spec import parse_roi
 
     return parse_roi("car:2,pedestrian", strength=1.5)
 
@@ -244,8 +249,8 @@ def _gated_seed(rgb) -> bytes:
 
     big = np.tile(rgb, (3, 3, 1))[:64, :96].copy()
     big[:, 48:] = (np.arange(48)[None, :, None] % 2) * 255  # stripes: 'none' wins there
-    codec = Codec("tiny", gating_config=GatingConfig(modes=(1, 2), tile_blocks=4))
-    return codec.encode(big, 50, "native")
+    gating = GatingConfig(modes=(1, 2), tile_blocks=4)
+    return Codec("tiny").encode(big, quality=50, residual="native", gating=gating)
 
 
 # ----- targets ---------------------------------------------------------------------------------
