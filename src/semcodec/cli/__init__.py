@@ -15,7 +15,7 @@ options), one module per command group (``codec``,
 
 from __future__ import annotations
 
-from semcodec.cli.codec import DECODE_FORMATS
+from semcodec.batch.formats import DECODE_FORMATS
 from semcodec.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
