@@ -158,19 +158,19 @@ def test_two_tasks_at_once_on_one_codec_give_the_files_each_gives_alone(tmp_path
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    from semcodec.batch import tasks as batch_tasks
     from semcodec.batch.cluster import run_task
-    from semcodec.cli import codec as cli_codec
 
     tasks = []
     for i, (effort, quality, residual) in enumerate(((1, 30, "avif"), (9, 70, "avif"))):
         path = tmp_path / f"p{i}.png"
         Image.fromarray(_photo(96 + 32 * i, 64)).save(path)
         tasks.append(
-            cli_codec._EncodeTask(
+            batch_tasks.EncodeTask(
                 str(path), None, "tiny", quality, residual, None, None, effort=effort
             )
         )
-    alone = [run_task(cli_codec._encode_worker, t).data for t in tasks]
+    alone = [run_task(batch_tasks.encode_worker, t).data for t in tasks]
     assert all(alone) and alone[0] != alone[1]
     barrier = threading.Barrier(2, timeout=120)
 
@@ -178,8 +178,8 @@ def test_two_tasks_at_once_on_one_codec_give_the_files_each_gives_alone(tmp_path
         if stage == "segment" and total == 0:  # both tasks have begun before either goes on
             barrier.wait()
 
-    monkeypatch.setattr(cli_codec, "tile_progress", lambda: hold)
+    monkeypatch.setattr(batch_tasks, "tile_progress", lambda: hold)
     with ThreadPoolExecutor(2) as pool:
-        together = list(pool.map(lambda t: run_task(cli_codec._encode_worker, t), tasks))
+        together = list(pool.map(lambda t: run_task(batch_tasks.encode_worker, t), tasks))
     assert [o.error for o in together] == ["", ""]
     assert [o.data for o in together] == alone

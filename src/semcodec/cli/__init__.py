@@ -9,13 +9,14 @@ need them, so ``info``, ``--help`` and usage errors stay fast.
 
 Modules: ``common`` (messages, shared options), ``groups`` (lazy and root groups), ``batch``
 (the batch's options and terminal; the engine is ``semcodec.batch``), ``dataset`` (the dataset
-options), one module per command group (``codec``,
-``evaluate``, ``train``, ``bench``) and ``root`` (the ``semcodec`` group and ``main``).
+options), one module per command or command group (``encode``, ``decode``, ``info`` with
+models and doctor, ``evaluate``, ``train``, ``bench``) and ``root`` (the ``semcodec`` group and
+``main``). What one file's encode or decode does is library code, ``semcodec.batch.tasks``.
 """
 
 from __future__ import annotations
 
-from semcodec.cli.codec import DECODE_FORMATS
+from semcodec.batch.formats import DECODE_FORMATS
 from semcodec.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,

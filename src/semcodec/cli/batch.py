@@ -3,7 +3,7 @@ terminal's lines and progress bar, and the exit status (the engine is ``semcodec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +38,21 @@ def check_io_args(inputs: Sequence[str], output: str | None, output_dir: Path | 
         raise click.UsageError(stdio.TERMINAL)
     if output_dir is not None and not output_dir.is_dir():
         raise SemcodecError(f"output directory {str(output_dir)!r} does not exist")
+
+
+def in_out_form(
+    inputs: tuple[str, ...],
+    output: str | None,
+    output_dir: Path | None,
+    out_suffixes: Container[str],
+) -> tuple[tuple[str, ...], str | None]:
+    """avifenc/cjxl's ``IN OUT``: two arguments, the last named in the other side's format."""
+    if len(inputs) != 2 or output is not None or output_dir is not None:
+        return inputs, output
+    src, dst = inputs
+    if Path(dst).suffix.lower() in out_suffixes and Path(src).suffix.lower() not in out_suffixes:
+        return (src,), dst
+    return inputs, output
 
 
 class BatchProgress(Progress):

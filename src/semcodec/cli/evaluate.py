@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from semcodec.batch.deliver import deliver
+from semcodec.batch.formats import png_bytes
 from semcodec.batch.plan import plan_problem
 from semcodec.batch.stdio import stdin_bytes
-from semcodec.cli.codec import png_bytes
 from semcodec.cli.common import STDIO, debug_option, import_torch
 from semcodec.defaults import DEFAULT_MODEL
 from semcodec.errors import SemcodecError

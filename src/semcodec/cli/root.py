@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import click
 
-from semcodec.cli import codec, evaluate, train
+from semcodec.cli import decode, encode, evaluate, info, train
 from semcodec.cli.common import PROG, __version__, debug_option
 from semcodec.cli.groups import RootGroup
 
@@ -27,11 +27,11 @@ def cli() -> None:
 
 
 for _command in (
-    codec.doctor,
-    codec.encode,
-    codec.decode,
-    codec.info,
-    codec.models_command,
+    info.doctor,
+    encode.encode,
+    decode.decode,
+    info.info,
+    info.models_command,
     evaluate.segment,
     evaluate.eval_group,
     train.train_group,

@@ -1,0 +1,192 @@
+"""What one file's encode or decode does in a worker, and whether an existing output counts
+(picklable tasks and their entry points, run by the batch engine; no click)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from semcodec.batch.formats import png_bytes
+from semcodec.batch.outcome import Outcome, guarded
+from semcodec.batch.run import tile_progress
+from semcodec.batch.stdio import STDIO, read_input
+from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
+from semcodec.batch.workers import import_torch
+from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL
+from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
+from semcodec.errors import SemcodecError
+from semcodec.format.metadata import KINDS as METADATA_KINDS
+from semcodec.labelmap import label_image
+
+
+# ----- encode ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncodeTask:
+    """One input to encode, with the settings; picklable for worker processes."""
+
+    source: str
+    data: bytes | None
+    model: str
+    quality: int | None
+    residual: str | None
+    target_size: int | None
+    target_bpp: float | None
+    refine_steps: int = 0
+    metadata: frozenset[str] = frozenset(METADATA_KINDS)
+    effort: int = DEFAULT_EFFORT
+    gating: bool = True
+    roi: Any = None  # a roi.RoiConfig, or None
+
+
+def encode_options(task: EncodeTask) -> Any:
+    """The task's EncodeOptions (quality: the fixed one, else the default)."""
+    from semcodec.encoder.gating import GatingConfig
+    from semcodec.encoder.options import EncodeOptions
+    from semcodec.encoder.refine import RefineConfig
+
+    return EncodeOptions(
+        quality=DEFAULT_QUALITY if task.quality is None else task.quality,
+        effort=task.effort,
+        residual=task.residual or DEFAULT_RESIDUAL,
+        gating=GatingConfig(enabled=task.gating),
+        roi=task.roi,
+        refine=RefineConfig(steps=task.refine_steps) if task.refine_steps else None,
+        metadata=task.metadata,
+    )
+
+
+def encode_work(task: EncodeTask) -> Outcome:
+    """Load, encode (searching quality for a size target) and describe one image."""
+    progress = tile_progress()
+    if progress is not None:  # torch's import and the model take most of a small encode
+        progress("loading the model", 0, 0)
+    import_torch()
+    from semcodec.encoder.codec import get_codec
+    from semcodec.imageio import load_image
+
+    codec = get_codec(task.model)  # shared by the process's tasks: the options go with each call
+    options = encode_options(task)
+    image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
+    stats_by_quality = {}
+    # networks run once, however many qualities are tried
+    analysis = codec.analyse(image, options, progress)
+
+    def encode(quality: int) -> bytes:
+        """One encode, keeping its per-layer stats for the report."""
+        data, stats = codec.finish(analysis, options.but(quality=quality), progress)
+        stats_by_quality[quality] = stats
+        return data
+
+    warnings = list(image.warnings)
+    targeted = task.target_size is not None or task.target_bpp is not None
+    if targeted:
+        budget = (
+            task.target_size
+            if task.target_size is not None
+            else bytes_for_bpp(task.target_bpp or 0.0, image.width, image.height)
+        )
+        quality, data, met = search_quality(encode, budget)
+        if not met:  # a script trusts the exit code: no file over its budget, and exit 1
+            raise SemcodecError(
+                f"target of {budget} bytes cannot be met: the smallest file is {len(data)} "
+                f"bytes (quality {quality}); nothing written"
+            )
+    else:
+        quality = options.quality
+        data = encode(quality)
+    info = {
+        "width": image.width,
+        "height": image.height,
+        "quality": quality,
+        "targeted": targeted,
+        "layers": dict(stats_by_quality[quality].layer_bytes),
+    }
+    return Outcome(True, data, info=info, warnings=warnings)
+
+
+def encode_worker(task: EncodeTask) -> Outcome:
+    """Picklable entry point for one encode."""
+    return guarded(encode_work, task)
+
+
+def existing_sem(_inp: str, out: str) -> Existing:
+    """--skip-existing: an existing .sem output counts only if its header and every CRC check."""
+    return check_sem(out)
+
+
+# ----- decode ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecodeTask:
+    """One .sem file to decode; picklable for worker processes."""
+
+    source: str
+    data: bytes | None
+    model: str | None
+    layer: str
+    fmt: str
+    segmentation: bool
+    color: bool = False  # maps as palette images instead of class ids
+    map_size: str = "full"  # --layer map: "full" (image size) or "stored" (1/8)
+
+
+def decode_work(task: DecodeTask) -> Outcome:
+    """Decode one .sem file to image bytes (and optionally its segmentation map)."""
+    data = read_input(task.source, task.data)
+    if task.layer == "map":
+        return map_work(data, task)
+    from semcodec.api import decoder_of
+
+    result = decoder_of(data, task.model).decode(data, layer=task.layer, progress=tile_progress())
+    image = result.image
+    out = png_bytes(image, task.fmt, result.metadata)
+    extra = None
+    if task.segmentation:
+        from semcodec.decoder.maplayer import full_size_map
+
+        extra = png_bytes(
+            label_image(full_size_map(result.semantic_map, result.header), task.color)
+        )
+    info = {"width": image.width, "height": image.height, "mode": image.mode, "layer": task.layer}
+    info["layers"] = sem_layer_bytes(data)
+    from semcodec.format.gating import NONE
+
+    warnings = []
+    if task.layer == "base" and result.modes is not None and (result.modes == NONE).all():
+        warnings.append(
+            "the file has no base layer (no tile uses the compact layer): wrote the flat "
+            "prediction the residual was coded against"
+        )
+    return Outcome(True, out, extra=extra, info=info, warnings=warnings)
+
+
+def map_work(data: bytes, task: DecodeTask) -> Outcome:
+    """--layer map: the class ids (or palette) from the header and map layer alone."""
+    from semcodec.decoder.maplayer import full_size_map, read_map
+
+    header, labels = read_map(data)
+    if task.map_size == "full":
+        labels = full_size_map(labels, header)
+    out = png_bytes(label_image(labels, task.color))
+    h, w = labels.shape
+    info = {"width": w, "height": h, "mode": "P" if task.color else "L", "layer": "map"}
+    info["layers"] = sem_layer_bytes(data)
+    return Outcome(True, out, info=info)
+
+
+def existing_image(pil_format: str, inp: str | None, out: str) -> Existing:
+    """--skip-existing: an existing image counts only if it decodes in full; the report's
+    layers are those of the .sem it came from."""
+    found = check_image(out, pil_format)
+    if inp is None or inp == STDIO:
+        return found
+    try:
+        layers = sem_layer_bytes(Path(inp).read_bytes())
+    except (OSError, ValueError):  # the input is only described here, not needed
+        layers = {}
+    return Existing(found.bytes, found.width, found.height, layers)
+
+
+def decode_worker(task: DecodeTask) -> Outcome:
+    """Picklable entry point for one decode."""
+    return guarded(decode_work, task)
