@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from semcodec.decoder import prediction as predict
 from semcodec.encoder import gating
 from semcodec.encoder.codec import Codec
 from semcodec.encoder.options import EncodeOptions
@@ -75,11 +76,11 @@ def test_blend_is_each_tiles_prediction_away_from_borders_and_mixes_near_them() 
     modes = np.array([[GEN, NONE]])
     crop = (64, 128)
     gen = np.full((64, 128, 3), 200, np.uint8)
-    out = gating.blend({GEN: gen, NONE: gating.FLAT}, modes, crop, 8, 4)
+    out = predict.blend({GEN: gen, NONE: predict.FLAT}, modes, crop, 8, 4)
     assert (out[:, :60] == 200).all() and (out[:, 68:] == 128).all()
     row = out[0, 59:69, 0].astype(int)
     assert (np.diff(row) <= 0).all() and 128 < row[4] < 200  # a ramp, no step
-    hard = gating.blend({GEN: gen, NONE: gating.FLAT}, modes, crop, 8, 0)
+    hard = predict.blend({GEN: gen, NONE: predict.FLAT}, modes, crop, 8, 0)
     assert (hard[:, :64] == 200).all() and (hard[:, 64:] == 128).all()
 
 
@@ -88,7 +89,7 @@ def test_base_mode_is_the_integer_bilinear_base() -> None:
 
     levels = 16
     sym = np.random.default_rng(2).integers(0, levels, (3, 4, 6))
-    px = gating.base_pixels(sym, levels, (30, 45))
+    px = predict.base_pixels(sym, levels, (30, 45))
     u = intgen.integer_base(sym, levels)
     want = np.round(127.5 * (u / (256 * (levels - 1)) + 1)).clip(0, 255)
     assert px.shape == (30, 45, 3) and np.abs(want.transpose(1, 2, 0)[:30, :45] - px).max() <= 1
@@ -145,7 +146,7 @@ def test_the_decoder_follows_each_tiles_mode(codec: Codec) -> None:
     symbols = decode_compact(layers[LayerKind.COMPACT], (table.shape[0], mh, mw), table)
     flipped = modes.copy()
     flipped[0, 0] = NONE
-    used = gating.used_blocks(flipped, mh, mw, head.tile_blocks)
+    used = predict.used_blocks(flipped, mh, mw, head.tile_blocks)
     other = _repack(
         data,
         GATING=encode_gating(GatingPlan(head.tile_blocks, head.radius, flipped)),
@@ -155,7 +156,7 @@ def test_the_decoder_follows_each_tiles_mode(codec: Codec) -> None:
     b = codec.decode(other, keep_base=True).base.astype(int)
     side = head.tile_blocks * 8
     inner = side - head.radius - 4  # beyond the blend and the bilinear base's half block
-    assert (b[:inner, :inner] == gating.FLAT).all() and (
+    assert (b[:inner, :inner] == predict.FLAT).all() and (
         a[:inner, :inner] != b[:inner, :inner]
     ).any()
     far = side + head.radius + 4
@@ -170,7 +171,7 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
     layouts = container.unpack(codec.encode(rgb, none_only, effort=gating.LAYOUT_EFFORT))[1]
     assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
     res = codec.decode(data, keep_base=True)
-    assert (res.base == gating.FLAT).all()  # the prediction is flat grey
+    assert (res.base == predict.FLAT).all()  # the prediction is flat grey
     # the residual coder alone, on the image itself, in the layout of least RD cost
     from semcodec.format.residual import get_backend
 
@@ -223,7 +224,7 @@ def test_info_and_base_layer_of_a_file_without_compact_layer(tmp_path, monkeypat
     r = CliRunner().invoke(cli, ["decode", "n.sem", "--layer", "base", "-o", "b.png"])
     assert r.exit_code == 0, r.output
     assert "no base layer" in r.stderr
-    assert (np.asarray(Image.open("b.png")) == gating.FLAT).all()
+    assert (np.asarray(Image.open("b.png")) == predict.FLAT).all()
 
 
 def _counting_compnet(codec: Codec, monkeypatch) -> list[int]:

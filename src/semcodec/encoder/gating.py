@@ -5,7 +5,7 @@ itself is cheaper, and where the base is not used its compact symbols need not b
 encoder picks per tile one of three predictions (the generator's reconstruction, the bilinear
 base alone, or none) with a rate proxy calibrated against the residual coder, then checks the
 pick with the real coder. What a decoder computes from the choice (tile geometry, used blocks,
-fill, base pixels, the blend) is decoder/prediction.py; the encoder uses it from here too.
+fill, base pixels, the blend) is decoder/prediction.py, which the encoder calls directly.
 """
 
 from __future__ import annotations
@@ -14,34 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from semcodec.decoder.prediction import (
-    BASE,
-    FLAT,
-    GEN,
-    NONE,
-    base_pixels,
-    blend,
-    block_modes,
-    fill_symbols,
-    tile_shape,
-    used_blocks,
-    used_by,
-)
+from semcodec.decoder.prediction import tile_shape
+from semcodec.format.gating import BASE, GEN, NONE
 from semcodec.format.tiling import MULTIPLE
 
-# the decoder's arithmetic, named here too so the encoder reads its choices from one module
 __all__ = [
-    "BASE",
-    "FLAT",
-    "GEN",
-    "NONE",
-    "base_pixels",
-    "blend",
-    "block_modes",
-    "fill_symbols",
-    "tile_shape",
-    "used_blocks",
-    "used_by",
     "GatingConfig",
     "choose_modes",
     "compact_tile_bits",

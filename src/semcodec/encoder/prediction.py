@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from semcodec.decoder import prediction as predict
 from semcodec.encoder import gating
 from semcodec.encoder.analysis import Analysis
 from semcodec.encoder.compact import compact_layer
 from semcodec.encoder.options import EncodeOptions
 from semcodec.format.compact import encode_compact
 from semcodec.format.container import LayerKind
-from semcodec.format.gating import GatingPlan, encode_gating
+from semcodec.format.gating import BASE, GEN, NONE, GatingPlan, encode_gating
 
 # symbols, labels, (h, w) -> the generator's uint8 (h, w, 3) reconstruction
 Reconstruct = Callable[[np.ndarray, np.ndarray, tuple[int, int]], np.ndarray]
@@ -35,14 +36,14 @@ def searches(opts: EncodeOptions) -> bool:
     """Whether this encode looks for a prediction (and so runs CompNet and the generator):
     always for the base layer alone and without gating, otherwise gating.searches."""
     cfg = opts.gating
-    if opts.quality == 0 or not cfg.enabled or gating.NONE not in cfg.modes:
+    if opts.quality == 0 or not cfg.enabled or NONE not in cfg.modes:
         return True
     return gating.searches(opts.effort, opts.quality)
 
 
 def predicts_nothing(gate: GatingPlan | None) -> bool:
     """Whether a candidate's residual is the image itself: every tile in mode 'none'."""
-    return gate is not None and bool((gate.modes == gating.NONE).all())
+    return gate is not None and bool((gate.modes == NONE).all())
 
 
 def candidates(analysis: Analysis, parts: PredictionParts, opts: EncodeOptions) -> list[Candidate]:
@@ -63,31 +64,31 @@ def candidates(analysis: Analysis, parts: PredictionParts, opts: EncodeOptions) 
     img, symbols, levels = analysis.img, analysis.symbols, parts.levels
     h, w = img.rgb.shape[:2]
     _, mh, mw = symbols.shape
-    th, tw = gating.tile_shape(mh, mw, cfg.tile_blocks)
-    preds: dict[int, np.ndarray | int] = {gating.GEN: recon, gating.NONE: gating.FLAT}
-    if gating.BASE in cfg.modes:
-        preds[gating.BASE] = gating.base_pixels(symbols, levels, (h, w))
+    th, tw = predict.tile_shape(mh, mw, cfg.tile_blocks)
+    preds: dict[int, np.ndarray | int] = {GEN: recon, NONE: predict.FLAT}
+    if BASE in cfg.modes:
+        preds[BASE] = predict.base_pixels(symbols, levels, (h, w))
     cbits = gating.compact_tile_bits(symbols, parts.compact_table, cfg.tile_blocks)
     plans = []
-    if gating.GEN in cfg.modes:
+    if GEN in cfg.modes:
         with_gen = {m: p for m, p in preds.items() if m in cfg.modes}
         modes, cost = gating.choose_modes(img.rgb, with_gen, None, quality, cfg.tile_blocks)
         plans.append((cost + float(cbits.sum()), modes, True))
-    without = {m: p for m, p in preds.items() if m in cfg.modes and m != gating.GEN}
+    without = {m: p for m, p in preds.items() if m in cfg.modes and m != GEN}
     if without:
         modes, cost = gating.choose_modes(img.rgb, without, cbits, quality, cfg.tile_blocks)
         plans.append((cost, modes, False))
     _, modes, all_symbols = min(plans, key=lambda p: p[0])
-    if (modes == gating.GEN).all():
+    if (modes == GEN).all():
         pick = (recon, None)
     else:
         pick = gated(analysis, parts, cfg, modes, all_symbols)
     out = [pick]
-    if pick[1] is not None and (modes != gating.NONE).any() and gating.NONE in cfg.modes:
+    if pick[1] is not None and (modes != NONE).any() and NONE in cfg.modes:
         out.append(flat(analysis, parts, cfg))
-    elif pick[1] is not None and gating.GEN in cfg.modes:
+    elif pick[1] is not None and GEN in cfg.modes:
         out.append((recon, None))
-    elif pick[1] is None and gating.NONE in cfg.modes:
+    elif pick[1] is None and NONE in cfg.modes:
         out.append(flat(analysis, parts, cfg))
     return out
 
@@ -104,28 +105,28 @@ def gated(
     levels = parts.levels
     h, w = analysis.img.rgb.shape[:2]
     mh, mw = analysis.labels.shape
-    used = gating.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
+    used = predict.used_blocks(modes, mh, mw, cfg.tile_blocks, all_symbols)
     if used.any():
-        filled = gating.fill_symbols(analysis.symbols, used, levels)
+        filled = predict.fill_symbols(analysis.symbols, used, levels)
     final: dict[int, np.ndarray | int] = {}
-    if (modes == gating.GEN).any():
+    if (modes == GEN).any():
         if used.all():
-            final[gating.GEN] = analysis.reconstruction
+            final[GEN] = analysis.reconstruction
         else:  # not written by this encoder's plans, but a valid file: decode what it says
-            final[gating.GEN] = parts.reconstruct(filled, analysis.labels, (h, w))
-    if (modes == gating.BASE).any():
-        final[gating.BASE] = gating.base_pixels(filled, levels, (h, w))
-    if (modes == gating.NONE).any():
-        final[gating.NONE] = gating.FLAT
-    pred = gating.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
+            final[GEN] = parts.reconstruct(filled, analysis.labels, (h, w))
+    if (modes == BASE).any():
+        final[BASE] = predict.base_pixels(filled, levels, (h, w))
+    if (modes == NONE).any():
+        final[NONE] = predict.FLAT
+    pred = predict.blend(final, modes, (h, w), cfg.tile_blocks, cfg.radius)
     return pred, GatingPlan(cfg.tile_blocks, cfg.radius, modes, all_symbols)
 
 
 def flat(analysis: Analysis, parts: PredictionParts, cfg: gating.GatingConfig) -> Candidate:
     """No prediction in any tile: the residual layer codes the image itself, and the file
     has no compact layer (no CompNet needed)."""
-    th, tw = gating.tile_shape(*analysis.labels.shape, cfg.tile_blocks)
-    return gated(analysis, parts, cfg, np.full((th, tw), gating.NONE, np.int64), False)
+    th, tw = predict.tile_shape(*analysis.labels.shape, cfg.tile_blocks)
+    return gated(analysis, parts, cfg, np.full((th, tw), NONE, np.int64), False)
 
 
 def side_layers(
@@ -134,7 +135,7 @@ def side_layers(
     """The gating and compact layers a candidate's file carries."""
     if gate is None:
         return {LayerKind.COMPACT: compact_layer(analysis, table)}
-    used = gating.used_by(gate, *analysis.labels.shape)
+    used = predict.used_by(gate, *analysis.labels.shape)
     out = {LayerKind.GATING: encode_gating(gate)}
     if gate.all_symbols:
         out[LayerKind.COMPACT] = compact_layer(analysis, table)

@@ -128,7 +128,7 @@ def decode_compact(
     """Inverse of encode_compact; the context of each symbol comes from symbols already decoded.
 
     Positions ``used`` does not select are not in the payload: they come back as ``levels``
-    ('outside'), for the caller to fill (gating.fill_symbols).
+    ('outside'), for the caller to fill (decoder.prediction.fill_symbols).
     """
     c, h, w = shape
     levels = table.shape[-1]
