@@ -231,18 +231,25 @@ def _describe(chain: tuple[str, ...], imp: Import) -> str:
     return f"{' -> '.join(chain)} imports {imp.target} ({where}, line {imp.line})"
 
 
+def forbidden_reached(
+    roots: Iterable[str], forbidden: Iterable[str], skip: Iterable[tuple[str, str]] = ()
+) -> list[str]:
+    """Every import of ``forbidden`` (or below it) that the roots reach, as a reader follows it."""
+    forbidden = tuple(forbidden)
+    return [
+        _describe(chain, imp)
+        for module, chain in reached(roots, skip).items()
+        for imp in graph()[module]
+        if _under(imp.target, forbidden)
+    ]
+
+
 # ----- the contracts ---------------------------------------------------------------------------
 
 
 def test_the_decoder_imports_neither_torch_nor_the_encoder() -> None:
     """A decode on an installed release must not pay torch's import, nor depend on the encoder."""
-    chains = reached(decoder_modules(), skip=DECODER_EXCEPTIONS)
-    bad = [
-        _describe(chain, imp)
-        for module, chain in chains.items()
-        for imp in graph()[module]
-        if _under(imp.target, NOT_FOR_THE_DECODER)
-    ]
+    bad = forbidden_reached(decoder_modules(), NOT_FOR_THE_DECODER, skip=DECODER_EXCEPTIONS)
     assert not bad, "the decoder side reaches torch or the encoder:\n" + "\n".join(bad)
 
 
@@ -269,13 +276,7 @@ def test_the_library_never_imports_the_command_line() -> None:
 def test_the_batch_engine_never_imports_click() -> None:
     """The engine (plan, executors, delivery, report) runs under any front end; click's options
     and the terminal belong to ``cli/``. Everything the engine reaches counts."""
-    chains = reached(m for m in graph() if _under(m, BATCH))
-    bad = [
-        _describe(chain, imp)
-        for module, chain in chains.items()
-        for imp in graph()[module]
-        if _under(imp.target, NOT_FOR_THE_BATCH)
-    ]
+    bad = forbidden_reached((m for m in graph() if _under(m, BATCH)), NOT_FOR_THE_BATCH)
     assert not bad, "the batch engine reaches click:\n" + "\n".join(bad)
 
 
