@@ -66,8 +66,9 @@ def codecs():
     # computes. Its channel counts are large enough for oneDNN's float results to depend on the
     # thread count, which the codec must neutralise.
     from semcodec.zoo import bundles as zoo
+    from semcodec.zoo import registry
 
-    zoo.register(zoo.BundleSpec("default-arch", seg="default", compnet="default",
+    registry.register(registry.BundleSpec("default-arch", seg="default", compnet="default",
                                 generator="default", seed=0))
     big = Codec("default-arch")
     g = torch.Generator().manual_seed(11)
@@ -76,7 +77,7 @@ def codecs():
             conv.weight.copy_(torch.randn(conv.weight.shape, generator=g) * 0.02)
             conv.bias.copy_(torch.randn(conv.bias.shape, generator=g) * 0.02)
     big.bundle.fixed = zoo.fix_random(big.bundle.gen, big.bundle.levels, big.bundle.spec.seed)
-    zoo.register(zoo.BundleSpec("tiny-scaled", seg="tiny", compnet="tiny", generator="tiny",
+    registry.register(registry.BundleSpec("tiny-scaled", seg="tiny", compnet="tiny", generator="tiny",
                                 seed=1234))
     scaled = Codec("tiny-scaled")
     scaled.bundle.seg.cfg = dataclasses.replace(scaled.bundle.seg.cfg, work_side=100)

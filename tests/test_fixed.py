@@ -20,6 +20,7 @@ from semcodec.intgrid import generator_torch as fixed
 from semcodec.models.compnet import dequantize
 from semcodec.models.generator import GENERATOR_CONFIGS, Generator, upsample_base
 from semcodec.zoo import bundles as zoo
+from semcodec.zoo import registry
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -172,7 +173,7 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     """The paper's global generator has no integer twin: the codec runs it in float, pinned."""
     from semcodec.encoder.codec import Codec
 
-    zoo.register(zoo.BundleSpec("paper-gen", seg="tiny", compnet="tiny", generator="paper"))
+    registry.register(registry.BundleSpec("paper-gen", seg="tiny", compnet="tiny", generator="paper"))
     try:
         codec = Codec("paper-gen")
         assert codec.bundle.fixed is None and not fixed.supports(codec.bundle.gen)
@@ -183,7 +184,7 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
         tiny = zoo.load_bundle("tiny")
         assert tiny.fixed is not None and fixed.supports(tiny.gen)
     finally:
-        zoo.REGISTRY.pop("paper-gen", None)
+        registry.REGISTRY.pop("paper-gen", None)
         zoo._CACHE.pop("paper-gen", None)
 
 

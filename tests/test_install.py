@@ -21,7 +21,7 @@ target, deps = sys.argv[1], sys.argv[2]
 sys.path[:0] = [target, deps]
 import numpy as np
 import semcodec
-from semcodec.zoo import bundles as zoo
+from semcodec.zoo import registry
 from semcodec.encoder.codec import Codec
 img = np.zeros((40, 56, 3), np.uint8)
 img[..., 0] = np.arange(56, dtype=np.uint8)[None] * 4
@@ -31,7 +31,7 @@ data = codec.encode(img, quality=50)
 out = np.asarray(codec.decode(data).image)
 from semcodec.decoder.parts import installed_release_meta
 releases = sorted(f"{m['name']}-{m['hash'][:8]}" for m in installed_release_meta())
-print(json.dumps({"package": semcodec.__file__, "weights": str(zoo.weights_dir()),
+print(json.dumps({"package": semcodec.__file__, "weights": str(registry.weights_dir()),
                   "releases": releases,
                   "model": codec.bundle.name + "-" + codec.bundle.hash[:8],
                   "bytes": len(data), "shape": list(out.shape),

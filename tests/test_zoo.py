@@ -23,11 +23,11 @@ def _tiny_parts():
 
 def test_bundle_round_trip_and_hash_in_name(tmp_path) -> None:
     seg, comp, gen, table = _tiny_parts()
-    spec = zoo.BundleSpec("roundtrip", seg="tiny", compnet="tiny", generator="tiny")
+    spec = registry.BundleSpec("roundtrip", seg="tiny", compnet="tiny", generator="tiny")
     path = zoo.save_bundle(tmp_path, spec, seg, comp, gen, table, {"note": "test"})
     assert path.name.startswith("roundtrip-") and path.suffix == ".pt"
     assert path.read_bytes().startswith(registry.PACKED_MAGIC)  # stored packed
-    digest = zoo.state_hash(zoo.read_weights(path))  # the hash is the payload's
+    digest = registry.state_hash(registry.read_weights(path))  # the hash is the payload's
     assert path.stem.endswith(digest[:8])
     loaded = zoo.load_bundle(str(path))
     assert loaded.hash == digest and loaded.info == {"note": "test"}
@@ -55,7 +55,7 @@ def test_packed_weights_unpack_to_their_payload_and_refuse_damage(tmp_path) -> N
     """pack_weights is lossless, an unpacked (older) file loads as before, and a damaged
     packed file is a ModelError, not a crash or a wrong network."""
     seg, comp, gen, table = _tiny_parts()
-    spec = zoo.BundleSpec("packed", seg="tiny", compnet="tiny", generator="tiny")
+    spec = registry.BundleSpec("packed", seg="tiny", compnet="tiny", generator="tiny")
     payload = zoo.serialize_bundle(spec, seg, comp, gen, table)
     packed = registry.pack_weights(payload)
     assert packed.startswith(registry.PACKED_MAGIC) and len(packed) < len(payload)
@@ -63,10 +63,10 @@ def test_packed_weights_unpack_to_their_payload_and_refuse_damage(tmp_path) -> N
     assert registry.unpack_weights(payload) == payload  # not packed: as it is
     raw = tmp_path / "raw.pt"
     raw.write_bytes(payload)
-    assert zoo.load_bundle(str(raw)).hash == zoo.state_hash(payload)
-    assert registry.weights_hash(raw) == zoo.state_hash(payload)
+    assert zoo.load_bundle(str(raw)).hash == registry.state_hash(payload)
+    assert registry.weights_hash(raw) == registry.state_hash(payload)
     (tmp_path / "packed.pt").write_bytes(packed)
-    assert registry.weights_hash(tmp_path / "packed.pt") == zoo.state_hash(payload)
+    assert registry.weights_hash(tmp_path / "packed.pt") == registry.state_hash(payload)
     at = len(registry.PACKED_MAGIC) + 16  # the recorded SHA-256
     wrong_digest = packed[:at] + bytes(32) + packed[at + 32 :]
     for i, damaged in enumerate(
@@ -107,10 +107,10 @@ def test_tampered_weights_rejected(tmp_path) -> None:
     """A validly serialised bundle with other weights under the recorded-hash name: the hash
     check (not a decoding error) rejects it."""
     seg, comp, gen, table = _tiny_parts()
-    spec = zoo.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny")
+    spec = registry.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny")
     path = zoo.save_bundle(tmp_path, spec, seg, comp, gen, table)
-    zoo.register(
-        zoo.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny", weights=path.name)
+    registry.register(
+        registry.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny", weights=path.name)
     )
     other = tmp_path / "copy"
     other.mkdir()
@@ -118,27 +118,27 @@ def test_tampered_weights_rejected(tmp_path) -> None:
     with torch.no_grad():
         next(gen2.parameters()).add_(0.25)  # other weights, same architecture
     forged = zoo.serialize_bundle(spec, seg, comp, gen2, table)
-    assert forged != zoo.read_weights(path)
+    assert forged != registry.read_weights(path)
     (other / path.name).write_bytes(forged)
     assert torch.load(other / path.name, weights_only=True)["format"] == zoo.FORMAT
-    monkey_dir = zoo.weights_dir
+    monkey_dir = zoo.weights_dir  # the name load_bundle reads
     try:
         zoo.weights_dir = lambda: other  # type: ignore[assignment]
         zoo._CACHE.pop("tamper", None)
-        digest = zoo.state_hash(forged)[:8]
+        digest = registry.state_hash(forged)[:8]
         with pytest.raises(ModelError, match=f"do not match their recorded hash {digest}"):
             zoo.load_bundle("tamper")
         zoo.weights_dir = lambda: tmp_path  # type: ignore[assignment]
         assert zoo.load_bundle("tamper").hash.startswith(path.stem[-8:])  # the original loads
     finally:
         zoo.weights_dir = monkey_dir  # type: ignore[assignment]
-        zoo.REGISTRY.pop("tamper", None)
+        registry.REGISTRY.pop("tamper", None)
         zoo._CACHE.pop("tamper", None)
 
 
 def test_decoder_refuses_file_from_other_weights(tmp_path) -> None:
     seg, comp, gen, table = _tiny_parts()
-    spec = zoo.BundleSpec("tiny", seg="tiny", compnet="tiny", generator="tiny")
+    spec = registry.BundleSpec("tiny", seg="tiny", compnet="tiny", generator="tiny")
     with torch.no_grad():
         gen.body[-2].bias.add_(0.0)  # same weights, different file: the hash still differs by info
     path = zoo.save_bundle(tmp_path / "t.pt", spec, seg, comp, gen, table, {"other": True})
@@ -152,14 +152,14 @@ def test_unknown_model_is_a_model_error() -> None:
         zoo.load_bundle("no-such-model")
 
 
-@pytest.mark.parametrize("name", sorted(zoo.REGISTRY))
+@pytest.mark.parametrize("name", sorted(registry.REGISTRY))
 def test_every_registered_bundle_loads_with_the_networks_its_file_records(name: str) -> None:
     """The registry names each shipped file explicitly; the networks come from the file's spec."""
-    spec = zoo.REGISTRY[name]
+    spec = registry.REGISTRY[name]
     bundle = zoo.load_bundle(name)
     assert bundle.name == name and bundle.spec.weights == spec.weights
     if spec.weights is not None:
-        assert (zoo.weights_dir() / spec.weights).is_file()
+        assert (registry.weights_dir() / spec.weights).is_file()
         assert spec.weights.removesuffix(".pt").endswith(bundle.hash[:8])
     assert bundle.comp.cfg.out_channels == bundle.compact_table.shape[0]
     assert bundle.gen.cfg.compact_channels == bundle.comp.cfg.out_channels
@@ -167,8 +167,8 @@ def test_every_registered_bundle_loads_with_the_networks_its_file_records(name: 
 
 def test_shipped_files_are_all_registered() -> None:
     """A weights file in models/ that no registry entry names would never be used."""
-    named = {s.weights for s in zoo.REGISTRY.values()}
-    assert {p.name for p in zoo.weights_dir().glob("*.pt")} <= named
+    named = {s.weights for s in registry.REGISTRY.values()}
+    assert {p.name for p in registry.weights_dir().glob("*.pt")} <= named
 
 
 def test_perceptual_codes_the_base_layer_in_its_source_releases_bytes() -> None:

@@ -81,11 +81,11 @@ def library_versions(*, jxl: bool = False) -> dict[str, str | None]:
 def default_arch_model() -> str:
     """Register the default architecture with seeded random weights (once) and return its
     model name: the compute and memory of a trained default model, without its weights."""
-    from semcodec.zoo import bundles as zoo
+    from semcodec.zoo import registry
 
-    if DEFAULT_ARCH not in zoo.REGISTRY:
-        zoo.register(
-            zoo.BundleSpec(
+    if DEFAULT_ARCH not in registry.REGISTRY:
+        registry.register(
+            registry.BundleSpec(
                 DEFAULT_ARCH, seg="default", compnet="default", generator="default", seed=0
             )
         )

@@ -36,10 +36,10 @@ def _register(model: str) -> None:
 
 def _default_model() -> str:
     """The trained default bundle if shipped, else the tiny one."""
-    from semcodec.zoo import bundles as zoo
+    from semcodec.zoo import registry
 
-    spec = zoo.REGISTRY.get("default")
-    if spec is not None and spec.weights and (zoo.weights_dir() / spec.weights).exists():
+    spec = registry.REGISTRY.get("default")
+    if spec is not None and spec.weights and (registry.weights_dir() / spec.weights).exists():
         return "default"
     return "tiny"
 

@@ -43,6 +43,7 @@ from semcodec.intgrid import generator_torch as fixed
 from semcodec.models.compnet import dequantize
 from semcodec.models.generator import pixels
 from semcodec.zoo import bundles as zoo
+from semcodec.zoo import registry
 from semcodec.zoo.bundles import ModelBundle, load_bundle
 
 T = TypeVar("T")
@@ -50,12 +51,12 @@ T = TypeVar("T")
 
 def _resolve_model(model: str) -> str:
     """Refuse model names that are neither registered nor a '.pt' weights file, e.g. '/proc/kcore'."""
-    if model in zoo.REGISTRY:
+    if model in registry.REGISTRY:
         return model
     path = Path(model)
     if path.suffix == ".pt" and path.is_file():
         return model
-    known = ", ".join(sorted(zoo.REGISTRY))
+    known = ", ".join(sorted(registry.REGISTRY))
     raise ModelError(f"unknown model {model!r} (known: {known}; or a path to a .pt bundle)")
 
 

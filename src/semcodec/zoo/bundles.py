@@ -30,12 +30,11 @@ from semcodec.models.enhance import EnhanceNet, build_enhance, to_integer
 from semcodec.models.generator import GENERATOR_CONFIGS, Generator
 from semcodec.models.segmentation import SEG_CONFIGS, SegNet
 from semcodec.runtime import single_thread
-from semcodec.zoo.registry import (  # noqa: F401
+from semcodec.zoo.registry import (
     REGISTRY,
     BundleSpec,
     pack_weights,
     read_weights,
-    register,
     state_hash,
     weights_dir,
 )
