@@ -3,6 +3,8 @@ person loss, the UNKNOWN threshold, enhancement data, training and a bundle made
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -122,7 +124,9 @@ def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
     assert bundle.info["seg_finetune_steps"] == 3
 
 
-def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(tmp_path) -> None:
+def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
+    tmp_path, one_thread
+) -> None:
     """A run checkpointed and resumed mid-schedule (optimiser, schedule, data order) ends with
     the weights of the same run never stopped."""
     from semcodec.train.seg import SegTrainConfig, train_seg
@@ -143,7 +147,9 @@ def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(tmp_
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
 
 
-def test_enhance_training_stopped_and_resumed_reaches_the_uninterrupted_weights(tmp_path) -> None:
+def test_enhance_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
+    tmp_path, one_thread
+) -> None:
     """Optimiser, schedule and the crops' order survive a stop: the same weights as one run."""
     from semcodec.train.enhance import EnhanceTrainConfig, train_enhance
 
@@ -208,3 +214,30 @@ def test_frozen_backbone_training_resumes_and_moves_no_backbone_weight(tmp_path,
             assert torch.equal(a[k], v), k
         elif k in params:
             assert not torch.equal(a[k], v), k
+
+
+def test_enhance_moving_average_resumes_and_is_what_attach_ships(tmp_path, one_thread) -> None:
+    """--ema keeps an average of the weights through a stop (the same average as one run), logs
+    its held-out PSNR, and the bundle is made from the average, not the last step."""
+    from semcodec.train.attach import attach
+    from semcodec.train.enhance import EnhanceTrainConfig, train_enhance
+    from semcodec.zoo.bundles import load_bundle
+
+    _shards(tmp_path / "data")
+    cfg = EnhanceTrainConfig(model="tiny", iters=6, batch=2, hold_out=1, lr=1e-2, ema=0.5)
+    train_enhance(cfg, tmp_path / "data", tmp_path / "once", save_every_s=0.0)
+    train_enhance(cfg, tmp_path / "data", tmp_path / "twice", save_every_s=0.0, stop_at=3)
+    train_enhance(cfg, tmp_path / "data", tmp_path / "twice", save_every_s=0.0)
+    a = torch.load(tmp_path / "once" / "enh-checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "twice" / "enh-checkpoint.pt", weights_only=True)
+    for k in a["ema"]:
+        torch.testing.assert_close(a["ema"][k], b["ema"][k], rtol=0, atol=0, msg=k)
+    assert any(not torch.equal(a["ema"][k], a["model"][k]) for k in a["model"])
+    assert "psnr_after_ema" in json.loads(a["held_out"]) and a["cpu_hours"] > 0
+    bundle = load_bundle(
+        str(attach("tiny", tmp_path, None, None, tmp_path / "once" / "enh-checkpoint.pt", None))
+    )
+    shipped = bundle.enhancer.state_dict()
+    for k, v in a["ema"].items():
+        torch.testing.assert_close(shipped[k].float(), v.half().float(), rtol=0, atol=0, msg=k)
+    assert bundle.info["enhance_weights"] == "moving average"

@@ -75,7 +75,8 @@ def attach(
         state = torch.load(enh_ckpt, map_location="cpu", weights_only=True)
         cfg = json.loads(state["config"])
         enhancer = build_enhance(cfg["model"])
-        enhancer.load_state_dict(state["model"])
+        averaged = "ema" in state  # a run that kept a moving average ships the average
+        enhancer.load_state_dict(state["ema"] if averaged else state["model"])
         # fp16 in the bundle: the table is calibrated from the weights it ships
         enhancer.load_state_dict({k: v.half().float() for k, v in enhancer.state_dict().items()})
         _, held = (
@@ -86,6 +87,7 @@ def attach(
         info.update(
             enhance_steps=int(state["step"]),
             enhance_hours=float(state["hours"]),
+            enhance_weights="moving average" if averaged else "last step",
             enhance_recipe=cfg,
             enhance_held_out=json.loads(state.get("held_out", "{}")),
         )

@@ -37,6 +37,7 @@ class EnhanceTrainConfig:
     lr: float = 1e-3
     seed: int = 0
     hold_out: int = 12  # the last N photos (by name) are evaluated at each save, never trained
+    ema: float = 0.0  # >0: also keep an exponential moving average of the weights (decay a step)
 
 
 def _codec_pairs(codec, rgb: np.ndarray, qualities: list[int], residual: str) -> list[dict]:
@@ -203,6 +204,26 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     return 10 * np.log10(255.0**2 / max(mse, 1e-10))
 
 
+def ema_update(avg: dict[str, torch.Tensor], net: torch.nn.Module, decay: float) -> None:
+    """One step of the weights' moving average: it smooths the last steps' noise, which at a
+    constant learning rate moves the held-out gain by about 0.01 dB between evaluations."""
+    with torch.no_grad():
+        for k, v in net.state_dict().items():
+            if v.is_floating_point():
+                avg[k].mul_(decay).add_(v.detach(), alpha=1 - decay)
+            else:
+                avg[k].copy_(v)
+
+
+def averaged_copy(net: torch.nn.Module, avg: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A copy of the network holding the averaged weights (for evaluation and export)."""
+    import copy
+
+    twin = copy.deepcopy(net).cpu()
+    twin.load_state_dict({k: v.cpu() for k, v in avg.items()})
+    return twin
+
+
 def train_enhance(
     cfg: EnhanceTrainConfig,
     data: Path,
@@ -221,19 +242,25 @@ def train_enhance(
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     ckpt = out / "enh-checkpoint.pt"
     state = load_checkpoint(ckpt)
-    step, hours = 0, 0.0
+    step, hours, cpu_hours = 0, 0.0, 0.0
     if state is not None:
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
         step, hours = int(state["step"]), float(state.get("hours", 0.0))
+        cpu_hours = float(state.get("cpu_hours", 0.0))
     elif cfg.init:
         net.load_state_dict(torch.load(cfg.init, map_location="cpu", weights_only=True)["model"])
     net.to(device)
+    avg = None
+    if cfg.ema > 0:  # a checkpoint without an average (an older run) starts it from its weights
+        saved = state.get("ema") if state is not None else None
+        avg = {k: v.detach().clone() for k, v in (saved or net.state_dict()).items()}
+        avg = {k: v.to(device) for k, v in avg.items()}
     rng = np.random.default_rng(cfg.seed * 1000 + step)
     if state is not None and "data_order" in state:  # the uninterrupted run's next crops
         rng.bit_generator.state = json.loads(state["data_order"])
     prog = Progress(cfg.iters, step, every=50)
-    t0, last = time.time(), time.time()
+    t0, last, c0 = time.time(), time.time(), time.process_time()
     log = out / "log.jsonl"
     end = cfg.iters if stop_at is None else min(stop_at, cfg.iters)
     while step < end:
@@ -245,26 +272,34 @@ def train_enhance(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if avg is not None:
+            ema_update(avg, net, cfg.ema)
         step += 1
         prog.update(step, step * cfg.batch, loss=loss.item(), lr=lr)
         if time.time() - last > save_every_s or step in (cfg.iters, end):
             h = hours + (time.time() - t0) / 3600
+            ch = cpu_hours + (time.process_time() - c0) / 3600
             ev = evaluate(net.cpu(), held) if held else {}
             net.to(device)
-            save_checkpoint(
-                ckpt,
-                {
-                    "model": {k: v.cpu() for k, v in net.state_dict().items()},
-                    "optim": opt.state_dict(),
-                    "step": step,
-                    "hours": h,
-                    "config": json.dumps(asdict(cfg)),
-                    "held_out": json.dumps(ev),
-                    "data_order": json.dumps(rng.bit_generator.state),
-                },
-            )
+            record = {
+                "model": {k: v.cpu() for k, v in net.state_dict().items()},
+                "optim": opt.state_dict(),
+                "step": step,
+                "hours": h,
+                "cpu_hours": ch,
+                "config": json.dumps(asdict(cfg)),
+                "data_order": json.dumps(rng.bit_generator.state),
+            }
+            if avg is not None:
+                record["ema"] = {k: v.cpu() for k, v in avg.items()}
+                if held:
+                    twin = averaged_copy(net, avg)
+                    ev["psnr_after_ema"] = evaluate(twin, held)["psnr_after"]
+            record["held_out"] = json.dumps(ev)
+            save_checkpoint(ckpt, record)
             with open(log, "a") as f:
-                f.write(json.dumps({"step": step, "loss": float(loss), "hours": h, **ev}) + "\n")
+                entry = {"step": step, "loss": float(loss), "hours": h, "cpu_hours": ch, **ev}
+                f.write(json.dumps(entry) + "\n")
             last = time.time()
 
 
@@ -290,6 +325,12 @@ def enhance_data_command(photos, camvid, out, per_photo, model, native_every):
 @click.option("--batch", default=16, show_default=True)
 @click.option("--lr", default=1e-3, show_default=True)
 @click.option("--hold-out", default=12, show_default=True)
+@click.option(
+    "--ema",
+    default=0.0,
+    show_default=True,
+    help="decay of a moving average of the weights (e.g. 0.999; 0: none); export uses it",
+)
 @click.option("--save-every", default=300.0, show_default=True, help="seconds between checkpoints")
 @click.option(
     "--init",
@@ -297,10 +338,16 @@ def enhance_data_command(photos, camvid, out, per_photo, model, native_every):
     default=None,
     help="start a new run from these weights (a checkpoint or train.gpu's enh-*.pt)",
 )
-def enhance_command(data, out, model, iters, batch, lr, hold_out, save_every, init):
+def enhance_command(data, out, model, iters, batch, lr, hold_out, ema, save_every, init):
     """Train the enhancement network on decoded pictures (resumes from --out)."""
     cfg = EnhanceTrainConfig(
-        model=model, iters=iters, batch=batch, lr=lr, hold_out=hold_out, init=str(init or "")
+        model=model,
+        iters=iters,
+        batch=batch,
+        lr=lr,
+        hold_out=hold_out,
+        ema=ema,
+        init=str(init or ""),
     )
     out.mkdir(parents=True, exist_ok=True)
     train_enhance(cfg, data, out, save_every)
