@@ -241,3 +241,22 @@ def test_enhance_moving_average_resumes_and_is_what_attach_ships(tmp_path, one_t
     for k, v in a["ema"].items():
         torch.testing.assert_close(shipped[k].float(), v.half().float(), rtol=0, atol=0, msg=k)
     assert bundle.info["enhance_weights"] == "moving average"
+
+
+def test_eval_enhance_scores_the_held_out_pictures_in_three_forms(tmp_path) -> None:
+    """`eval enhance`: the held-out pictures only; the integer form follows the float network,
+    and the per-file fit (gains, tile mask) is never worse than the trained gains."""
+    from click.testing import CliRunner
+
+    from semcodec.cli import cli
+
+    _shards(tmp_path / "data", n=4)
+    args = ["eval", "enhance", "--data", str(tmp_path / "data"), "--model", "tiny-enh"]
+    got = CliRunner().invoke(cli, [*args, "--hold-out", "2", "--json"])
+    assert got.exit_code == 0, got.output
+    r = json.loads(got.output)
+    assert r["pictures"] == 2
+    assert r["float_gain"] != 0 and abs(r["integer_gain"] - r["float_gain"]) < 0.05
+    assert r["fitted_gain"] >= r["integer_gain"] and r["fitted_gain"] >= -1e-9
+    none = CliRunner().invoke(cli, [*args, "--hold-out", "0"])
+    assert none.exit_code != 0 and "no held-out photos" in none.output

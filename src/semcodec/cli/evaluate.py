@@ -1,4 +1,4 @@
-"""Segmentation commands: ``segment`` (a label map of one image) and ``eval seg`` (CamVid)."""
+"""Evaluation commands: `segment` (one label map), `eval seg` (CamVid), `eval enhance`."""
 
 from __future__ import annotations
 
@@ -111,6 +111,42 @@ def eval_seg(
         click.echo(json.dumps(result, indent=2))
         return
     _print_seg(result)
+
+
+@eval_group.command("enhance")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="A `train enhance-data` folder; its held-out photos are scored.",
+)
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle or file.")
+@click.option("--hold-out", default=12, show_default=True, help="as `train enhance --hold-out`")
+@click.option("--effort", type=click.IntRange(1, 9), default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
+@debug_option
+def eval_enhance(data: Path, model: str, hold_out: int, effort: int, as_json: bool) -> None:
+    """Held-out gain of the enhancement network: float, integer, and with the per-file fit."""
+    from semcodec.train.enhance import load_shards, split_shards
+    from semcodec.train.enhance_eval import held_out_gains
+    from semcodec.zoo.bundles import load_bundle
+
+    _, held = split_shards(load_shards(data), hold_out)
+    if not held:
+        raise click.UsageError(f"no held-out photos in {data}")
+    result = {
+        "model": model,
+        "effort": effort,
+        **held_out_gains(load_bundle(model), held, effort).as_dict(),
+    }
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(
+        f"{result['pictures']} pictures, {result['psnr_before']:.3f} dB decoded: "
+        f"float {result['float_gain']:+.3f}, integer {result['integer_gain']:+.3f}, "
+        f"with the per-file fit {result['fitted_gain']:+.3f} dB"
+    )
 
 
 def _seg_net(model: str, weights: Path | None):
