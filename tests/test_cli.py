@@ -393,6 +393,15 @@ def test_eval_seg_models_and_groups(work: Path):
     assert d["images"] == 1 and 0 <= d["miou"] <= 1 and len(d["per_class_iou"]) == 11
     r = run("eval", "seg", "--data", str(data), "--split", "val", "--model", "tiny")
     assert r.exit_code == 1 and len(error_lines(r)) == 1  # no val.txt
+    (work / "photos").mkdir()
+    for i in range(2):
+        _image(i + 5).save(work / "photos" / f"{i}.png")
+    ph = ["--photos", str(work / "photos"), "--json"]
+    d = json.loads(run("eval", "seg", "--data", str(data), "--model", "tiny", *ph).stdout)["photos"]
+    assert d["photos"] == 2 and abs(d["unknown_share"] + sum(d["class_share"].values()) - 1) < 1e-9
+    sure = ["--unknown-below", "1.0"]  # no class is ever this sure: every position is UNKNOWN
+    d = json.loads(run("eval", "seg", "--data", str(data), "--model", "tiny", *sure, *ph).stdout)
+    assert d["photos"]["unknown_share"] == 1.0
 
     r = run("models")
     assert r.exit_code == 0 and re.search(r"^default\s+[0-9a-f]{16}\s", r.stdout, re.M)

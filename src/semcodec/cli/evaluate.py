@@ -73,6 +73,12 @@ def eval_group() -> None:
     default=None,
     help="Clothing Co-Parsing folder: person IoU on its held-out photos.",
 )
+@click.option(
+    "--photos",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of unlabelled photos: the UNKNOWN share of their maps.",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 @debug_option
 def eval_seg(
@@ -85,6 +91,7 @@ def eval_seg(
     unknown_below: float | None,
     sweep: str,
     persons: Path | None,
+    photos: Path | None,
     as_json: bool,
 ) -> None:
     """Per-class IoU and recall, mIoU, pixel accuracy, UNKNOWN share and speed on CamVid."""
@@ -107,6 +114,8 @@ def eval_seg(
 
         held = read_person_set(persons, "test")
         result["persons"] = evaluate_persons(net, held.images, held.masks)
+    if photos is not None:
+        result["photos"] = _photo_shares(net, photos, limit)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -147,6 +156,17 @@ def eval_enhance(data: Path, model: str, hold_out: int, effort: int, as_json: bo
         f"float {result['float_gain']:+.3f}, integer {result['integer_gain']:+.3f}, "
         f"with the per-file fit {result['fitted_gain']:+.3f} dB"
     )
+
+
+def _photo_shares(net, folder: Path, limit: int | None) -> dict:
+    """UNKNOWN and class shares of the maps of a folder's photos."""
+    from semcodec.imageio import list_images, load_image
+    from semcodec.train.seg import evaluate_photos
+
+    files = list_images(folder, limit)
+    if not files:
+        raise click.UsageError(f"no images in {folder}")
+    return {"folder": str(folder), **evaluate_photos(net, [load_image(f).rgb for f in files])}
 
 
 def _seg_net(model: str, weights: Path | None):
@@ -198,5 +218,13 @@ def _print_seg(result: dict) -> None:
         click.echo(
             f"  persons      IoU {100 * p['person_iou']:6.2f}, "
             f"unknown {100 * p['unknown_share']:5.2f} %"
+        )
+    if "photos" in result:
+        ph = result["photos"]
+        top = sorted(((v, k) for k, v in ph["class_share"].items()), reverse=True)[:3]
+        click.echo(
+            f"  photos       {ph['photos']} in {ph['folder']}: unknown "
+            f"{100 * ph['unknown_share']:5.2f} %; "
+            + ", ".join(f"{k} {100 * v:.1f} %" for v, k in top)
         )
     click.echo(f"  {'speed':<12}     {result['images_per_s']:6.2f} images/s")

@@ -377,6 +377,25 @@ def evaluate_persons(net: SegNet, images: list[np.ndarray], masks: list[np.ndarr
     return {"person_iou": inter / max(1, union), "unknown_share": unknown / max(1, total)}
 
 
+@torch.no_grad()
+def evaluate_photos(net: SegNet, images: list[np.ndarray]) -> dict:
+    """Unlabelled photos: the UNKNOWN share of their maps and each class's share, as the
+    encoder's map would say (what a user of the map sees on pictures unlike CamVid's)."""
+    from semcodec.encoder.segment import labels_of
+
+    net.eval()
+    counts = np.zeros(NUM_CLASSES + 1, np.int64)
+    for img in images:
+        pred = labels_of(image_scores(net, img), net.cfg.unknown_below)
+        counts += np.bincount(np.minimum(pred, NUM_CLASSES).ravel(), minlength=NUM_CLASSES + 1)
+    total = max(1, int(counts.sum()))
+    return {
+        "photos": len(images),
+        "unknown_share": float(counts[NUM_CLASSES] / total),
+        "class_share": {n: float(c / total) for n, c in zip(CLASS_NAMES, counts, strict=False)},
+    }
+
+
 def export_seg_weights(ckpt: Path, dest: Path) -> None:
     """Write the fp16 model weights (no optimizer state) from a training checkpoint."""
     state = torch.load(ckpt, map_location="cpu", weights_only=True)
