@@ -116,20 +116,11 @@ def build_cache(
     )
 
 
-def cached_logits(
-    net: SegNet, cache: FeatureCache, idx: torch.Tensor, batched_heads: bool = False
-) -> torch.Tensor:
-    """Full-resolution class scores of cached crops: SegNet.forward after the EfficientNets
-    (both branches' heads run together by train.fastgru when batched_heads)."""
+def cached_logits(net: SegNet, cache: FeatureCache, idx: torch.Tensor) -> torch.Tensor:
+    """Full-resolution class scores of cached crops: SegNet.forward after the EfficientNets."""
     rgb_fpn, gray_fpn = lite_backbones(net)
-    rgb_f = rgb_fpn.merge(*(t[idx] for t in cache.rgb))
-    gray_f = gray_fpn.merge(*(t[idx] for t in cache.gray))
-    if batched_heads:
-        from semcodec.train.fastgru import heads
-
-        rgb, gray = heads([net.rgb, net.gray], [rgb_f, gray_f])
-    else:
-        rgb, gray = net.rgb.head(rgb_f), net.gray.head(gray_f)
+    rgb = net.rgb.head(rgb_fpn.merge(*(t[idx] for t in cache.rgb)))
+    gray = net.gray.head(gray_fpn.merge(*(t[idx] for t in cache.gray)))
     return F.interpolate(
         net.fuse(rgb, gray), size=cache.labels.shape[-2:], mode="bilinear", align_corners=False
     )

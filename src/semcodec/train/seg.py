@@ -157,11 +157,10 @@ def cached_step(
     device,
     bf16: bool,
     ohem: float = 0.0,
-    batched_heads: bool = False,
 ) -> float:
     """One step of the frozen-backbone mode on cached crops; returns the loss."""
     with autocast(device, bf16):
-        logits = cached_logits(net, cache, idx.to(device), batched_heads)
+        logits = cached_logits(net, cache, idx.to(device))
     target = cache.labels[idx.to(device)].long()
     loss = ohem_loss(logits, target, None if weight is None else weight.to(device), ohem)
     opt.zero_grad(set_to_none=True)
