@@ -4,7 +4,7 @@ Measures what docs/training.md's throughput table reports: the process's CPU tim
 (`time.process_time`) of a few steps after warm-up, per crop, with the frozen mode's cache
 cost (EfficientNet forward of the crops) spread over its epochs. Run with OMP_NUM_THREADS=1:
 
-    OMP_NUM_THREADS=1 python tools/seg_throughput.py --mode frozen --crop 360x480 --steps 10
+    OMP_NUM_THREADS=1 .venv/bin/python tools/seg_throughput.py --crop 360x480 --steps 10
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from semcodec.models.segmentation import build_segnet
 from semcodec.train.common import autocast, seg_source
-from semcodec.train.data import SegAugment, read_split
+from semcodec.train.data import SegAugment, read_split, synthetic_segmentation
 from semcodec.train.featcache import build_cache, freeze_backbone
 from semcodec.train.seg import SegTrainConfig, cached_step, make_optimizer, train_step
 
@@ -29,16 +29,22 @@ def measure(args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
     ch, cw = (int(v) for v in args.crop.split("x"))
     cfg = SegTrainConfig(
-        model="lite0-u", batch=args.batch, crop=(ch, cw), optimizer="adamw", lr=1e-4
+        model=args.model, batch=args.batch, crop=(ch, cw), optimizer="adamw", lr=1e-4
     )
-    net = build_segnet("lite0-u")
-    net.load_state_dict({k: v.float() for k, v in seg_source(Path(args.weights))[0].items()})
-    images, labels = read_split(Path(args.data), "train")
+    net = build_segnet(args.model)
+    if args.weights:
+        state = seg_source(Path(args.weights))[0]
+        net.load_state_dict({k: v.float() for k, v in state.items()})
+    if args.synthetic:
+        images, labels = synthetic_segmentation(16, 2 * ch, 2 * cw)
+    else:
+        images, labels = read_split(Path(args.data), "train")
     aug = SegAugment(cfg.crop, seed=0)
     opt = make_optimizer(net, cfg)
     dev = torch.device("cpu")
     net.train()
-    out: dict = {"mode": args.mode, "crop": args.crop, "batch": args.batch, "gru": args.gru}
+    out: dict = {"mode": args.mode, "crop": args.crop, "batch": args.batch}
+    out["compile"] = "heads+rnn" if args.compile_rnn else "heads" if args.compile else ""
     if args.mode == "plain":
 
         def step() -> float:
@@ -58,8 +64,7 @@ def measure(args: argparse.Namespace) -> dict:
         def step() -> float:
             idx = torch.arange(cfg.batch) + (k[0] % n_batches) * cfg.batch
             k[0] += 1
-            fast = {"batched_heads": True} if args.gru else {}  # (older trainers: no option)
-            return cached_step(heads, opt, cache, idx, None, dev, cfg.bf16, **fast)
+            return cached_step(heads, opt, cache, idx, None, dev, cfg.bf16)
 
     t0, w0, c0 = time.process_time(), time.time(), _children_cpu()
     for _ in range(args.warmup):
@@ -101,20 +106,16 @@ def _children_cpu() -> float:
 
 
 def prepare_heads(net, args: argparse.Namespace):
-    """The network the frozen steps run; --gru compiled: fused GRU cells; --compile: the
-    branches' heads through torch.compile (--compile-rnn: dynamo traces into nn.GRU too)."""
-    if args.gru == "compiled":
-        from semcodec.train.fastgru import compile_cells
-
-        compile_cells()
-    if args.compile:
+    """The network the frozen steps run; --compile: the branches' heads through torch.compile
+    (--compile-rnn: dynamo traces into nn.GRU too, else nn.GRU runs eagerly between graphs)."""
+    if args.compile or args.compile_rnn:
         torch._dynamo.config.allow_rnn = args.compile_rnn
         for branch in (net.rgb, net.gray):
             branch.head = torch.compile(branch.head, dynamic=False)
     return net
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Parse the options, measure, print one JSON line."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--mode", choices=["plain", "frozen"], default="frozen")
@@ -124,13 +125,14 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--cache-batches", type=int, default=2)
     p.add_argument("--cache-epochs", type=int, default=4)
-    p.add_argument("--gru", choices=["", "batched", "compiled"], default="")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--compile-rnn", action="store_true")
     p.add_argument("--profile", action="store_true")
-    p.add_argument("--weights", default="models/default-50a34f22.pt")
-    p.add_argument("--data", default="/work/shared/data/camvid")
-    args = p.parse_args()
+    p.add_argument("--model", default="lite0-u")
+    p.add_argument("--weights", default="models/default-50a34f22.pt", help="'' for none")
+    p.add_argument("--data", default="../shared/data/camvid", help="CamVid folder")
+    p.add_argument("--synthetic", action="store_true", help="tiny synthetic frames (tests)")
+    args = p.parse_args(argv)
     print(json.dumps(measure(args)), flush=True)
 
 
