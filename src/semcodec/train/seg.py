@@ -493,18 +493,21 @@ def export_seg_weights(ckpt: Path, dest: Path) -> None:
 @click.option("--scale", default="0.6-1.4", show_default=True, help="CamVid random scale range")
 @click.option(
     "--aspect",
+    type=click.FloatRange(0.0, 1.0),
     default=0.0,
     show_default=True,
     help="CamVid crops' width stretched by exp(U(-A, A)); recipe C: 0.25",
 )
 @click.option(
     "--blur",
+    type=click.FloatRange(0.0, 1.0),
     default=0.0,
     show_default=True,
     help="probability of a Gaussian blur (sigma 0.5-1.5) of a CamVid crop; recipe C: 0.3",
 )
 @click.option(
     "--ohem",
+    type=click.FloatRange(0.0, 1.0),
     default=0.0,
     show_default=True,
     help="loss over only this hardest share of the labelled pixels; recipe B: 0.25",
