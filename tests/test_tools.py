@@ -78,3 +78,18 @@ def test_people_maps_writes_a_panel(tmp_path: Path) -> None:
     args = ["--images", str(tmp_path), "--names", "photo", "--model", "tiny", "--out"]
     module.main([*args, str(tmp_path / "out")])
     assert (tmp_path / "out" / "map-photo.png").is_file()
+
+
+def test_seg_throughput_measures_both_modes(capsys: pytest.CaptureFixture) -> None:
+    """seg_throughput: a plain and a frozen-backbone step on synthetic frames, CPU per crop."""
+    import json
+
+    module = load(TOOLS / "seg_throughput.py")
+    small = ["--crop", "32x32", "--batch", "2", "--steps", "1", "--warmup", "1"]
+    rest = ["--cache-batches", "1", "--model", "lite0-tiny", "--weights", "", "--synthetic"]
+    for mode in ("plain", "frozen"):
+        module.main(["--mode", mode, *small, *rest])
+        out = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert out["mode"] == mode and out["crops_per_cpu_hour"] > 0
+        assert np.isfinite(out["losses"]).all()
+        assert ("cache_cpu_s_per_crop" in out) == (mode == "frozen")

@@ -124,15 +124,20 @@ def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
     assert bundle.info["seg_finetune_steps"] == 3
 
 
+@pytest.mark.parametrize(
+    "recipe", [{}, {"scale": (0.5, 2.0), "aspect": 0.25, "blur": 0.5, "ohem": 0.25}]
+)
 def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
-    tmp_path, one_thread
+    tmp_path, one_thread, recipe
 ) -> None:
     """A run checkpointed and resumed mid-schedule (optimiser, schedule, data order) ends with
-    the weights of the same run never stopped."""
+    the weights of the same run never stopped (plain, and with recipes B and C's options)."""
     from semcodec.train.seg import SegTrainConfig, train_seg
 
     def run(out, iters: int) -> None:
-        cfg = SegTrainConfig(model="tiny", iters=iters, batch=2, crop=(32, 32), bf16=False)
+        cfg = SegTrainConfig(
+            model="tiny", iters=iters, batch=2, crop=(32, 32), bf16=False, **recipe
+        )
         cfg.iters = 4  # the schedule is the whole run's; `iters` only says where it stops
         train_seg(cfg, None, out, True, save_every_s=0.0, synthetic=True, stop_at=iters)
 

@@ -51,13 +51,23 @@ def synthetic_segmentation(n: int, h: int, w: int, seed: int = 0) -> tuple[np.nd
     return images, labels
 
 
+#: sigma range (pixels) of the optional Gaussian blur of a training crop (recipe C)
+BLUR_SIGMA = (0.5, 1.5)
+
+
 class SegAugment:
-    """B1's augmentation: random scale, crop, flip and colour jitter on (image, label) pairs."""
+    """B1's augmentation: random scale (and aspect), crop, flip, blur and colour jitter on
+    (image, label) pairs."""
 
     def __init__(
-        self, crop: tuple[int, int], scale: tuple[float, float] = (0.6, 1.4), seed: int = 0
+        self,
+        crop: tuple[int, int],
+        scale: tuple[float, float] = (0.6, 1.4),
+        seed: int = 0,
+        aspect: float = 0.0,
+        blur: float = 0.0,
     ):
-        self.crop, self.scale = crop, scale
+        self.crop, self.scale, self.aspect, self.blur = crop, scale, aspect, blur
         self.rng = np.random.default_rng(seed)
 
     def __call__(
@@ -65,26 +75,76 @@ class SegAugment:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw one augmented batch: x float (B,3,h,w) in [0,1], y long (B,h,w)."""
         xs, ys = [], []
-        ch, cw = self.crop
         for _ in range(batch):
             k = int(self.rng.integers(0, len(images)))
-            x = torch.from_numpy(images[k]).permute(2, 0, 1).float().div(255)[None]
-            y = torch.from_numpy(labels[k].astype(np.int64))[None, None].float()
-            s = float(self.rng.uniform(*self.scale))
-            h, w = max(ch, round(x.shape[-2] * s)), max(cw, round(x.shape[-1] * s))
-            x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
-            y = F.interpolate(y, size=(h, w), mode="nearest")
-            top, left = int(self.rng.integers(0, h - ch + 1)), int(self.rng.integers(0, w - cw + 1))
-            x, y = (
-                x[..., top : top + ch, left : left + cw],
-                y[..., top : top + ch, left : left + cw],
+            x, y = augment_frame(
+                torch.from_numpy(images[k]),
+                torch.from_numpy(labels[k].astype(np.int64)),
+                self.crop,
+                self.scale,
+                self.aspect,
+                self.blur,
+                self.rng,
             )
-            if self.rng.random() < 0.5:
-                x, y = x.flip(-1), y.flip(-1)
-            x = jitter(x, self.rng)
             xs.append(x)
             ys.append(y)
-        return torch.cat(xs).clamp(0, 1), torch.cat(ys)[:, 0].long()
+        return torch.cat(xs), torch.cat(ys)
+
+
+def augment_frame(
+    img: torch.Tensor,
+    lab: torch.Tensor,
+    crop: tuple[int, int],
+    scale: tuple[float, float],
+    aspect: float,
+    blur: float,
+    rng: np.random.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One augmented crop of an (H,W,3) uint8 frame and its (H,W) labels, on their device:
+    x (1,3,h,w) in [0,1], y (1,h,w) long. The CPU and the GPU trainer both draw through it;
+    aspect 0 and blur 0 draw nothing for them (the draws of the plain recipe stay as they were)."""
+    ch, cw = crop
+    x = img.permute(2, 0, 1).float().div(255)[None]
+    y = lab.float()[None, None]
+    s = float(rng.uniform(*scale))
+    a = aspect_factor(rng, aspect)
+    h, w = max(ch, round(x.shape[-2] * s)), max(cw, round(x.shape[-1] * s * a))
+    x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+    y = F.interpolate(y, size=(h, w), mode="nearest")
+    top, left = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    x, y = x[..., top : top + ch, left : left + cw], y[..., top : top + ch, left : left + cw]
+    if rng.random() < 0.5:
+        x, y = x.flip(-1), y.flip(-1)
+    x = maybe_blur(x, blur, rng)
+    return jitter(x, rng).clamp(0, 1), y[:, 0].long()
+
+
+def aspect_factor(rng: np.random.Generator, aspect: float) -> float:
+    """Width stretch exp(U(-aspect, aspect)) (log-uniform, so wider and narrower are alike);
+    1 without a draw when aspect is 0."""
+    return float(np.exp(rng.uniform(-aspect, aspect))) if aspect else 1.0
+
+
+def maybe_blur(x: torch.Tensor, p: float, rng: np.random.Generator) -> torch.Tensor:
+    """With probability p a Gaussian blur of sigma U(BLUR_SIGMA) (soft, defocused frames);
+    no draw when p is 0."""
+    if p and rng.random() < p:
+        return gaussian_blur(x, float(rng.uniform(*BLUR_SIGMA)))
+    return x
+
+
+def gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of (B,3,H,W), radius 3 sigma, edges replicated."""
+    r = max(1, int(3 * sigma))
+    t = torch.arange(-r, r + 1, device=x.device, dtype=x.dtype)
+    k = torch.exp(-0.5 * (t / sigma) ** 2)
+    k = k / k.sum()
+    x = F.conv2d(
+        F.pad(x, (r, r, 0, 0), mode="replicate"), k.view(1, 1, 1, -1).repeat(3, 1, 1, 1), groups=3
+    )
+    return F.conv2d(
+        F.pad(x, (0, 0, r, r), mode="replicate"), k.view(1, 1, -1, 1).repeat(3, 1, 1, 1), groups=3
+    )
 
 
 def jitter(x: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:

@@ -127,7 +127,7 @@ class SegRun:
     crop: tuple[int, int] = (360, 480)
     scale: tuple[float, float] = (0.6, 1.4)
     aspect: float = 0.0  # log-uniform aspect jitter: width scaled by exp(U(-a, a))
-    blur: float = 0.0  # probability of a Gaussian blur (sigma 0.5..1.5)
+    blur: float = 0.0  # probability of a Gaussian blur (sigma data.BLUR_SIGMA)
     ohem: float = 0.0  # >0: keep only the hardest share of labelled pixels (at least this share)
     person_share: float = 0.125
     class_weight_power: float = 0.5
@@ -141,41 +141,13 @@ SEG_RUNS: dict[str, SegRun] = {
 }
 
 
-def _gpu_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Separable Gaussian blur of (1,3,H,W)."""
-    r = max(1, int(3 * sigma))
-    t = torch.arange(-r, r + 1, device=x.device, dtype=x.dtype)
-    k = torch.exp(-0.5 * (t / sigma) ** 2)
-    k = k / k.sum()
-    x = F.conv2d(
-        F.pad(x, (r, r, 0, 0), mode="replicate"), k.view(1, 1, 1, -1).repeat(3, 1, 1, 1), groups=3
-    )
-    return F.conv2d(
-        F.pad(x, (0, 0, r, r), mode="replicate"), k.view(1, 1, -1, 1).repeat(3, 1, 1, 1), groups=3
-    )
-
-
 def seg_sample(
     img: torch.Tensor, lab: torch.Tensor, run: SegRun, rng: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One augmented CamVid crop on the GPU: x (1,3,h,w) in [0,1], y (1,h,w) long."""
-    from semcodec.train.data import jitter
+    from semcodec.train.data import augment_frame
 
-    ch, cw = run.crop
-    x = img.permute(2, 0, 1).float().div(255)[None]
-    y = lab.float()[None, None]
-    s = float(rng.uniform(*run.scale))
-    a = float(np.exp(rng.uniform(-run.aspect, run.aspect))) if run.aspect else 1.0
-    h, w = max(ch, round(x.shape[-2] * s)), max(cw, round(x.shape[-1] * s * a))
-    x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
-    y = F.interpolate(y, size=(h, w), mode="nearest")
-    top, left = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
-    x, y = x[..., top : top + ch, left : left + cw], y[..., top : top + ch, left : left + cw]
-    if rng.random() < 0.5:
-        x, y = x.flip(-1), y.flip(-1)
-    if run.blur and rng.random() < run.blur:
-        x = _gpu_blur(x, float(rng.uniform(0.5, 1.5)))
-    return jitter(x, rng).clamp(0, 1), y[:, 0].long()
+    return augment_frame(img, lab, run.crop, run.scale, run.aspect, run.blur, rng)
 
 
 def person_sample(
@@ -207,33 +179,6 @@ def person_sample(
     if rng.random() < 0.5:
         x, y = x.flip(-1), y.flip(-1)
     return jitter(x, rng).clamp(0, 1), y[None]
-
-
-def ohem_loss(
-    logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, keep: float
-) -> torch.Tensor:
-    """Class-weighted cross-entropy over the hardest `keep` share of the labelled pixels
-    (online hard example mining, so the many easy road and sky pixels stop drowning poles)."""
-    from semcodec.train.seg import seg_loss
-
-    if keep <= 0:
-        return seg_loss(logits, target, weight)
-    from semcodec.train.persons import NOT_PERSON
-
-    plain = target.masked_fill(target == NOT_PERSON, VOID)
-    per = F.cross_entropy(logits.float(), plain, weight=weight, ignore_index=VOID, reduction="none")
-    valid = plain != VOID
-    vals = per[valid]
-    if vals.numel() == 0:
-        return seg_loss(logits, target, weight)
-    k = max(1, int(keep * vals.numel()))
-    hard = vals.topk(k).values.mean()
-    rest = (
-        seg_loss(logits, target.masked_fill(valid, VOID), None)
-        if bool((target == NOT_PERSON).any())
-        else 0.0
-    )
-    return hard + rest
 
 
 @torch.no_grad()
@@ -268,7 +213,7 @@ def train_seg_gpu(
     """One segmentation run from a bundle's network; writes seg-RUN.pt (best val) and a ledger."""
     from semcodec.train.common import seg_config_of, seg_source
     from semcodec.train.data import class_weights, read_split
-    from semcodec.train.seg import SegTrainConfig, make_optimizer
+    from semcodec.train.seg import SegTrainConfig, make_optimizer, ohem_loss
 
     clock = Clock(minutes)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -65,6 +65,9 @@ class SegTrainConfig:
     person_share: float = 0.125  # share of each batch drawn from the person photos
     person_scale: tuple[float, float] = (0.35, 3.0)  # relative to the photo fitting the crop
     scale: tuple[float, float] = (0.6, 1.4)  # CamVid frames' random scale (B1)
+    aspect: float = 0.0  # CamVid crops' width stretched by exp(U(-aspect, aspect)); 0: none
+    blur: float = 0.0  # probability of a Gaussian blur of a CamVid crop (data.BLUR_SIGMA)
+    ohem: float = 0.0  # >0: the loss keeps only this hardest share of the labelled pixels
     # lite0: EfficientNets frozen, their features of cache_crops crops reused cache_epochs times
     freeze_backbone: bool = False
     cache_crops: int = 256
@@ -92,6 +95,30 @@ def seg_loss(
     return (ce * n_ce + neg[not_person].sum()) / (n_ce + n_neg)
 
 
+def ohem_loss(
+    logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, keep: float
+) -> torch.Tensor:
+    """Class-weighted cross-entropy over the hardest `keep` share of the labelled pixels
+    (online hard example mining, so the many easy road and sky pixels stop drowning poles);
+    keep 0 is seg_loss itself."""
+    if keep <= 0:
+        return seg_loss(logits, target, weight)
+    plain = target.masked_fill(target == NOT_PERSON, VOID)
+    per = F.cross_entropy(logits.float(), plain, weight=weight, ignore_index=VOID, reduction="none")
+    valid = plain != VOID
+    vals = per[valid]
+    if vals.numel() == 0:
+        return seg_loss(logits, target, weight)
+    k = max(1, int(keep * vals.numel()))
+    hard = vals.topk(k).values.mean()
+    rest = (
+        seg_loss(logits, target.masked_fill(valid, VOID), None)
+        if bool((target == NOT_PERSON).any())
+        else 0.0
+    )
+    return hard + rest
+
+
 def state_path_missing(out: Path, resume: bool) -> bool:
     """True when training starts afresh (no checkpoint to resume from)."""
     return not (resume and (out / "seg-checkpoint.pt").exists())
@@ -110,11 +137,11 @@ def make_optimizer(net: SegNet, cfg: SegTrainConfig) -> torch.optim.Optimizer:
     return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
-def train_step(net, opt, x, y, weight, device, bf16: bool) -> float:
+def train_step(net, opt, x, y, weight, device, bf16: bool, ohem: float = 0.0) -> float:
     """One SGD step; returns the loss."""
     with autocast(device, bf16):
         logits = net(x.to(device))
-    loss = seg_loss(logits, y.to(device), None if weight is None else weight.to(device))
+    loss = ohem_loss(logits, y.to(device), None if weight is None else weight.to(device), ohem)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -122,13 +149,20 @@ def train_step(net, opt, x, y, weight, device, bf16: bool) -> float:
 
 
 def cached_step(
-    net: SegNet, opt, cache: FeatureCache, idx: torch.Tensor, weight, device, bf16: bool
+    net: SegNet,
+    opt,
+    cache: FeatureCache,
+    idx: torch.Tensor,
+    weight,
+    device,
+    bf16: bool,
+    ohem: float = 0.0,
 ) -> float:
     """One step of the frozen-backbone mode on cached crops; returns the loss."""
     with autocast(device, bf16):
         logits = cached_logits(net, cache, idx.to(device))
     target = cache.labels[idx.to(device)].long()
-    loss = seg_loss(logits, target, None if weight is None else weight.to(device))
+    loss = ohem_loss(logits, target, None if weight is None else weight.to(device), ohem)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -201,7 +235,13 @@ def train_seg(
         opt.load_state_dict(state["optim"])
         step = int(state["step"])
     model = DDP(net) if world > 1 else net
-    aug = SegAugment(cfg.crop, scale=cfg.scale, seed=cfg.seed * 1000 + rank + step)
+    aug = SegAugment(
+        cfg.crop,
+        scale=cfg.scale,
+        seed=cfg.seed * 1000 + rank + step,
+        aspect=cfg.aspect,
+        blur=cfg.blur,
+    )
     persons = read_person_set(Path(cfg.person_data)) if cfg.person_data else None
     person_aug = PersonAugment(cfg.crop, cfg.person_scale, seed=cfg.seed * 1000 + rank + step + 7)
     order = json.loads(state["data_order"]) if state is not None and "data_order" in state else {}
@@ -223,7 +263,7 @@ def train_seg(
             g["lr"] = lr * g.get("lr_scale", 1.0)
         if plan is None:
             x, y = draw_batch(aug, images, labels, cfg, person_aug, persons)
-            loss = train_step(model, opt, x, y, weight, device, cfg.bf16)
+            loss = train_step(model, opt, x, y, weight, device, cfg.bf16, cfg.ohem)
         else:
             if cache is None or step % plan.steps_per_block == 0:
                 if cache is None and order.get("block") == plan.block_of(step):
@@ -237,7 +277,7 @@ def train_seg(
                     cfg.bf16,
                 )
             idx = plan.batch_indices(step)
-            loss = cached_step(net, opt, cache, idx, weight, device, cfg.bf16)
+            loss = cached_step(net, opt, cache, idx, weight, device, cfg.bf16, cfg.ohem)
         step += 1
         seen += cfg.batch * world
         prog.update(step, seen, loss=loss, lr=lr)
@@ -452,6 +492,27 @@ def export_seg_weights(ckpt: Path, dest: Path) -> None:
 @click.option("--person-share", default=0.125, show_default=True, help="share of each batch")
 @click.option("--scale", default="0.6-1.4", show_default=True, help="CamVid random scale range")
 @click.option(
+    "--aspect",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="CamVid crops' width stretched by exp(U(-A, A)); recipe C: 0.25",
+)
+@click.option(
+    "--blur",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="probability of a Gaussian blur (sigma 0.5-1.5) of a CamVid crop; recipe C: 0.3",
+)
+@click.option(
+    "--ohem",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="loss over only this hardest share of the labelled pixels; recipe B: 0.25",
+)
+@click.option(
     "--freeze-backbone",
     is_flag=True,
     help="lite0: EfficientNets frozen, the rest trained on their cached features",
@@ -486,6 +547,9 @@ def seg_command(
     person_data,
     person_share,
     scale,
+    aspect,
+    blur,
+    ohem,
     freeze_backbone,
     cache_crops,
     cache_epochs,
@@ -508,6 +572,9 @@ def seg_command(
         person_data=str(person_data or ""),
         person_share=person_share,
         scale=(lo, hi),
+        aspect=aspect,
+        blur=blur,
+        ohem=ohem,
         freeze_backbone=freeze_backbone,
         cache_crops=cache_crops,
         cache_epochs=cache_epochs,
