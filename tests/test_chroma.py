@@ -156,3 +156,18 @@ def test_enhance_data_maker_decodes_420(tmp_path) -> None:
     assert not np.array_equal(shards["420"]["decoded"], shards["444"]["decoded"])
     with np.load(write_shard(codec, src, 1, 1, "native", tmp_path / "420", "420")) as z:
         assert str(z["chroma"]) == "444"  # the native coder has no chroma layout
+
+
+def test_bench_adapter_codes_420() -> None:
+    """`bench rd --codecs semcodec-420` measures the 4:2:0 files beside the default's."""
+    from semcodec.bench.codecs import make_adapter
+
+    img = _image()
+    sub = make_adapter("semcodec-420", model="tiny")
+    full = make_adapter("semcodec", model="tiny")
+    assert sub.name == "semcodec-420" and sub.info()["chroma"] == "420"
+    assert full.info()["chroma"] == "444"
+    data = sub.encode(img, 60)
+    assert chroma_layout(_residual(data)) == "4:2:0"
+    assert data == Codec("tiny").encode(img, quality=60, chroma="420")
+    assert chroma_layout(_residual(full.encode(img, 60))) == "4:4:4"
