@@ -7,3 +7,6 @@ DEFAULT_QUALITY = 50  # -q: 0 is the base layer alone, 100 the most residual byt
 DEFAULT_RESIDUAL = "avif"  # the residual layer's coder (container.ResidualKind)
 EFFORTS = range(1, 10)  # -e: encoder time spent for fewer bytes; decoding is the same
 DEFAULT_EFFORT = 5
+# --chroma: the AVIF residual's chroma layout, 444 (full) or 420 (half-size chroma planes)
+CHROMAS = ("444", "420")
+DEFAULT_CHROMA = "444"

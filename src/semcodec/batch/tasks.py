@@ -13,7 +13,7 @@ from semcodec.batch.run import tile_progress
 from semcodec.batch.stdio import STDIO, read_input
 from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
 from semcodec.batch.workers import import_torch
-from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL
+from semcodec.defaults import DEFAULT_CHROMA, DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL
 from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
 from semcodec.errors import SemcodecError
 from semcodec.format.metadata import KINDS as METADATA_KINDS
@@ -37,6 +37,7 @@ class EncodeTask:
     effort: int = DEFAULT_EFFORT
     gating: bool = True
     roi: Any = None  # a roi.RoiConfig, or None
+    chroma: str = DEFAULT_CHROMA  # the AVIF residual's chroma layout (444 or 420)
 
 
 def encode_options(task: EncodeTask) -> Any:
@@ -53,6 +54,7 @@ def encode_options(task: EncodeTask) -> Any:
         roi=task.roi,
         refine=RefineConfig(steps=task.refine_steps) if task.refine_steps else None,
         metadata=task.metadata,
+        chroma=task.chroma,
     )
 
 

@@ -21,6 +21,7 @@ Settings per codec (the value passed to ``encode``):
 * ``jxl`` — imagecodecs/libjxl Butteraugli ``distance`` (lower is better), ``effort=7``
   (libjxl's default).  Optional: unavailable without ``imagecodecs``.
 * ``semcodec`` — semcodec ``quality`` (0–100) with the configured residual backend.
+* ``semcodec-420`` — the same with the AVIF residual in 4:2:0 (``--chroma 420``).
 * ``semcodec-base`` — the base layer alone: one setting, quality 0 (the file then has no
   residual layer: header + semantic map + compact layer), decoded with ``layer="base"``.
 
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from semcodec.defaults import DEFAULT_EFFORT
+from semcodec.defaults import DEFAULT_CHROMA, DEFAULT_EFFORT
 
 __all__ = [
     "CodecAdapter",
@@ -325,8 +326,10 @@ class SemcodecAdapter(CodecAdapter):
         layer: str | None = None,
         effort: int = DEFAULT_EFFORT,
         gating: Any = None,
+        chroma: str = DEFAULT_CHROMA,
     ):
         self.model = model
+        self.chroma = chroma
         self.residual = residual
         self.layer = layer
         self.effort = effort
@@ -342,7 +345,8 @@ class SemcodecAdapter(CodecAdapter):
             )
         else:
             self.description = (
-                f"semcodec model={model} residual={residual} effort={effort}, setting = quality"
+                f"semcodec model={model} residual={residual} effort={effort} chroma={chroma}, "
+                "setting = quality"
             )
 
     def unavailable_reason(self) -> str | None:
@@ -370,7 +374,13 @@ class SemcodecAdapter(CodecAdapter):
         from semcodec.encoder.options import EncodeOptions
 
         gating = {} if self.gating is None else {"gating": self.gating}
-        return EncodeOptions(quality=quality, effort=self.effort, residual=self.residual, **gating)
+        return EncodeOptions(
+            quality=quality,
+            effort=self.effort,
+            residual=self.residual,
+            chroma=self.chroma,
+            **gating,
+        )
 
     def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
         """Encode the array through the public API (no PNG round trip billed to encode_s)."""
@@ -451,6 +461,7 @@ class SemcodecAdapter(CodecAdapter):
         d.update(
             model=self.model,
             residual=None if self.layer == "base" else self.residual,
+            chroma=None if self.layer == "base" else self.chroma,
             layer=self.layer,
         )
         if self._codec is not None:
@@ -584,6 +595,16 @@ def _ungated(model: str = "default", residual: str = "avif", effort: int = DEFAU
 
 
 register_codec("semcodec-ungated", _ungated)
+
+
+def _chroma420(model: str = "default", residual: str = "avif", effort: int = DEFAULT_EFFORT, **_):
+    """semcodec with its AVIF residual in 4:2:0 (``--chroma 420``) against the default 4:4:4."""
+    a = SemcodecAdapter(model=model, residual=residual, effort=effort, chroma="420")
+    a.name = "semcodec-420"
+    return a
+
+
+register_codec("semcodec-420", _chroma420)
 register_codec(
     "semcodec-base",
     lambda model="default", residual="avif", **_: SemcodecAdapter(

@@ -24,7 +24,7 @@ from semcodec.cli.common import (
     warning,
 )
 from semcodec.cli.dataset import DatasetOptions, dataset_options
-from semcodec.defaults import DEFAULT_MODEL, DEFAULT_RESIDUAL
+from semcodec.defaults import CHROMAS, DEFAULT_CHROMA, DEFAULT_MODEL, DEFAULT_RESIDUAL
 from semcodec.format import container
 from semcodec.format.classes import CLASSES
 from semcodec.format.info import bpp
@@ -105,6 +105,14 @@ def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) ->
 )
 @effort_option
 @click.option(
+    "--chroma",
+    type=click.Choice(CHROMAS),
+    default=DEFAULT_CHROMA,
+    show_default=True,
+    help="Chroma layout of the AVIF residual: 444 (full-size colour planes) or 420 (half-size, "
+    "faster to encode; the enhancement network corrects the decoded picture).",
+)
+@click.option(
     "--metadata",
     "metadata",
     default="all",
@@ -153,6 +161,7 @@ def encode(
     target_size: int | None,
     refine_steps: int,
     effort: int,
+    chroma: str,
     metadata: frozenset[str],
     gating: bool,
     roi_spec: str | None,
@@ -166,6 +175,8 @@ def encode(
     roi_config = _roi_config(ctx, roi_spec, roi_strength)
     if target_bpp is not None and target_size is not None:
         raise click.UsageError("--target-bpp and --target-size cannot be used together")
+    if chroma != DEFAULT_CHROMA and (residual or DEFAULT_RESIDUAL) != "avif":
+        raise click.UsageError(f"--chroma {chroma} needs the avif residual, not {residual}")
     if quality is not None and (target_bpp is not None or target_size is not None):
         raise click.UsageError("-q cannot be combined with --target-bpp/--target-size")
     inputs, output = in_out_form(inputs, output, output_dir, {".sem"})
@@ -192,6 +203,7 @@ def encode(
             effort,
             gating,
             roi_config,
+            chroma,
         )
 
     config = BatchConfig(

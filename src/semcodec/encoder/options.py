@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL, EFFORTS
+from semcodec.defaults import (
+    CHROMAS,
+    DEFAULT_CHROMA,
+    DEFAULT_EFFORT,
+    DEFAULT_QUALITY,
+    DEFAULT_RESIDUAL,
+    EFFORTS,
+)
 from semcodec.encoder.gating import GatingConfig
 from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.format.residual import BACKENDS
@@ -23,6 +30,8 @@ __all__ = ["ANALYSIS_FIELDS", "EncodeOptions"]
 
 # the fields ``Codec.analyse`` consumes: an Analysis is reused only with the same values
 ANALYSIS_FIELDS = ("refine", "metadata", "roi")
+# the AVIF residual's layout of each chroma setting (None: the coder's own choice)
+_LAYOUTS = {"444": None, "420": "4:2:0"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class EncodeOptions:
     refine: RefineConfig | None = None  # latent refinement (refine.py); None: off
     metadata: frozenset[str] = frozenset(METADATA_KINDS)  # input metadata kinds the file keeps
     enhance: bool = True  # False: no ENHANCE layer (benchmarks: the files without it)
+    chroma: str = DEFAULT_CHROMA  # the AVIF residual's chroma layout: 444, or 420 everywhere
 
     def __post_init__(self) -> None:
         """Refuse settings no encode can honour, with the value in the message."""
@@ -48,6 +58,10 @@ class EncodeOptions:
             raise ValueError(
                 f"unknown residual backend {self.residual!r}; choose one of {', '.join(BACKENDS)}"
             )
+        if self.chroma not in CHROMAS:
+            raise ValueError(f"chroma must be one of {', '.join(CHROMAS)}, got {self.chroma!r}")
+        if self.chroma != DEFAULT_CHROMA and self.residual != "avif":
+            raise ValueError(f"chroma {self.chroma} needs the avif residual, not {self.residual}")
         unknown = set(self.metadata) - set(METADATA_KINDS)
         if unknown:
             raise ValueError(f"unknown metadata kinds {sorted(unknown)} (known: icc, exif, xmp)")
@@ -59,6 +73,11 @@ class EncodeOptions:
     def but(self, **changes: Any) -> EncodeOptions:
         """These options with some fields changed (validated again); self when none are."""
         return replace(self, **changes) if changes else self
+
+    def layout(self) -> str | None:
+        """The residual layout every candidate is coded in; None: the backend's (4:4:4, and from
+        LAYOUT_EFFORT 4:2:0 too where the residual is the image itself)."""
+        return _LAYOUTS[self.chroma]
 
     def analysis_key(self) -> tuple[Any, ...]:
         """The values an Analysis depends on (ANALYSIS_FIELDS)."""

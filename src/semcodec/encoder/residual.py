@@ -28,7 +28,8 @@ def code_residual(
 
     With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
     residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
-    AVIF: 4:2:0 as well where the residual is the image itself), and the one of least cost log2(bits) − PSNR / slope(q) is kept
+    AVIF: 4:2:0 as well where the residual is the image itself; every candidate in the one
+    layout ``opts.chroma`` names when it is not the default), and the one of least cost log2(bits) − PSNR / slope(q) is kept
     (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
     """
     quality, effort = opts.quality, opts.effort
@@ -36,10 +37,11 @@ def code_residual(
     plan = analysis.roi_plan()
     target, guide = plan if plan is not None else (rgb, None)
     extra = {} if guide is None else {"guide": guide}
+    layout = opts.layout()
     if effort < gating.VERIFY_EFFORT:
-        cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], None)]
-    elif effort < gating.LAYOUT_EFFORT:
-        cands = [(pred, gate, None) for pred, gate in plans]
+        cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], layout)]
+    elif effort < gating.LAYOUT_EFFORT or layout is not None:
+        cands = [(pred, gate, layout) for pred, gate in plans]
     else:  # each candidate in every payload layout the backend offers for it
         cands = [
             (pred, gate, layout)

@@ -62,7 +62,8 @@ def file_info(data: bytes) -> dict[str, Any]:
 
 
 def _residual_chroma(header: container.Header, payload: bytes | None) -> str | None:
-    """The AVIF residual's chroma layout (4:4:4, or 4:2:0 where it codes the image itself)."""
+    """The AVIF residual's chroma layout (4:4:4; 4:2:0 where it codes the image itself or
+    the encoder was asked for --chroma 420)."""
     if payload is None or header.residual_backend != container.ResidualKind.AVIF:
         return None
     from semcodec.format.residual_avif import chroma_layout

@@ -19,7 +19,8 @@ move along the same curve and add clipping of |residual| > 127/scale); 4:4:4 bea
 quality 100. A file with no prediction anywhere codes the image itself, where 4:2:0 may cost
 less: from effort 6 the encoder codes both and keeps the cheaper by PSNR (on 12 held-out
 BSDS500 training photos, 4:4:4 of the image cost 0.9 % more than 4:2:0, BD-rate over RGB
-PSNR; gating.LAYOUT_EFFORT says why it is not the default). The thread count is fixed and the speed a function of the effort level (libaom
+PSNR; gating.LAYOUT_EFFORT says why it is not the default). ``--chroma 420`` (EncodeOptions
+.chroma) codes every residual 4:2:0; docs/benchmarks.md has its measurement. The thread count is fixed and the speed a function of the effort level (libaom
 speed 11 - effort, 6 by default), so the payload is deterministic.
 """
 

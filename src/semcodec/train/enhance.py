@@ -17,6 +17,7 @@ import click
 import numpy as np
 import torch
 
+from semcodec.defaults import CHROMAS, DEFAULT_CHROMA
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.imageio import list_images
 from semcodec.models.enhance import build_enhance
@@ -40,12 +41,15 @@ class EnhanceTrainConfig:
     ema: float = 0.0  # >0: also keep an exponential moving average of the weights (decay a step)
 
 
-def _codec_pairs(codec, rgb: np.ndarray, qualities: list[int], residual: str) -> list[dict]:
+def _codec_pairs(
+    codec, rgb: np.ndarray, qualities: list[int], residual: str, chroma: str = DEFAULT_CHROMA
+) -> list[dict]:
     """Encode one image at each quality without the enhancement layer (the pictures the
     post-filter will see: before it), decode it: (decoded, labels, quality, bytes)."""
     from semcodec.encoder.options import EncodeOptions
 
-    analysis = codec.analyse(rgb, EncodeOptions(residual=residual, enhance=False))
+    opts = EncodeOptions(residual=residual, enhance=False, chroma=chroma)
+    analysis = codec.analyse(rgb, opts)
     out = []
     for q in qualities:
         data, _ = codec.finish(analysis, quality=q)
@@ -66,8 +70,17 @@ def shard_qualities(n: int, per_photo: int) -> list[int]:
     return [QUALITIES[(n * per_photo + k) % len(QUALITIES)] for k in range(per_photo)]
 
 
-def write_shard(codec, path: Path, n: int, per_photo: int, residual: str, out: Path) -> Path:
-    """One image's training pairs as out/NNNNN-stem.npz (kept if already written: resumable)."""
+def write_shard(
+    codec,
+    path: Path,
+    n: int,
+    per_photo: int,
+    residual: str,
+    out: Path,
+    chroma: str = DEFAULT_CHROMA,
+) -> Path:
+    """One image's training pairs as out/NNNNN-stem.npz (kept if already written: resumable);
+    ``chroma`` is the AVIF residual's layout (the native coder has none)."""
     from PIL import Image
 
     shard = out / f"{n:05d}-{path.stem}.npz"
@@ -75,7 +88,8 @@ def write_shard(codec, path: Path, n: int, per_photo: int, residual: str, out: P
         return shard
     rgb = np.asarray(Image.open(path).convert("RGB"))
     qs = shard_qualities(n, per_photo)
-    pairs = _codec_pairs(codec, rgb, qs, residual)
+    chroma = chroma if residual == "avif" else DEFAULT_CHROMA
+    pairs = _codec_pairs(codec, rgb, qs, residual, chroma)
     tmp = shard.with_suffix(".tmp.npz")
     np.savez(
         tmp,
@@ -85,6 +99,7 @@ def write_shard(codec, path: Path, n: int, per_photo: int, residual: str, out: P
         quality=np.array(qs),
         bytes=np.array([d["bytes"] for d in pairs]),
         residual=np.array(residual),
+        chroma=np.array(chroma),
         source=np.array(str(path.name)),
     )
     tmp.rename(shard)
@@ -97,7 +112,13 @@ def residual_of(n: int, native_every: int) -> str:
 
 
 def make_data(
-    photos: Path, camvid: Path | None, out: Path, per_photo: int, model: str, native_every: int
+    photos: Path,
+    camvid: Path | None,
+    out: Path,
+    per_photo: int,
+    model: str,
+    native_every: int,
+    chroma: str = DEFAULT_CHROMA,
 ) -> None:
     """Write one shard per training image (skips shards already written: resumable)."""
     from semcodec.encoder.codec import Codec
@@ -111,7 +132,7 @@ def make_data(
     out.mkdir(parents=True, exist_ok=True)
     prog = Progress(len(paths), 0, every=10)
     for n, p in enumerate(paths):
-        write_shard(codec, p, n, per_photo, residual_of(n, native_every), out)
+        write_shard(codec, p, n, per_photo, residual_of(n, native_every), out, chroma)
         prog.update(n + 1, n + 1)
 
 
@@ -312,9 +333,16 @@ def train_enhance(
 @click.option(
     "--native-every", default=8, show_default=True, help="every Nth image: native residual"
 )
-def enhance_data_command(photos, camvid, out, per_photo, model, native_every):
+@click.option(
+    "--chroma",
+    type=click.Choice(CHROMAS),
+    default=DEFAULT_CHROMA,
+    show_default=True,
+    help="chroma layout of the AVIF residual the pictures are decoded from",
+)
+def enhance_data_command(photos, camvid, out, per_photo, model, native_every, chroma):
     """Encode and decode the training photos at several qualities (enhancement training data)."""
-    make_data(photos, camvid, out, per_photo, model, native_every)
+    make_data(photos, camvid, out, per_photo, model, native_every, chroma)
 
 
 @click.command("enhance")
