@@ -1,0 +1,153 @@
+"""Per-picture adaptation of the enhancement network: the encoder's gradient fit (effort 8, 9).
+
+The release's enhancement network (intgrid/enhancer.py) is trained on many pictures; for the one
+being encoded, a few of its parameters can do better. The encoder fine-tunes the first layer's
+class bias rows (one row of ``width`` values per class the map shows), jointly with the per-class
+gains and offsets, by Adam on the mean squared error of a float copy of the integer table
+(rounding left out), then rounds the change to integer steps of the layer's own activation grid
+(``Update``). The decoder adds those integers to its integer table, so its pixels are exact; the
+encoder then checks the result with the integer network itself (encoder/enhance.py) and keeps
+the update only where the file's rate-distortion cost falls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from semcodec.intgrid import ops
+from semcodec.intgrid.enhancer import (
+    CENTRE,
+    CORR_SHIFT,
+    GAIN_ONE,
+    OFFSET_UNIT,
+    UPDATE_LIMIT,
+    Adjust,
+    IntEnhancer,
+    Update,
+)
+
+MIN_PIXELS = 256  # a class with fewer pixels keeps its trained row
+
+
+@dataclass(frozen=True)
+class AdaptConfig:
+    """How hard the encoder fits the network to a picture."""
+
+    steps: int  # Adam steps on the float copy
+    exponent: int = 3  # the update's step: 2**exponent activation units
+    lr: float = 2.0  # Adam's step on the rows, in activation units
+    lr_gain: float = 0.01  # on the gains (1.0 = the network as trained)
+    lr_offset: float = 0.05  # on the offsets (levels)
+
+
+ADAPT_CONFIGS: dict[int, AdaptConfig] = {8: AdaptConfig(steps=30), 9: AdaptConfig(steps=150)}
+
+
+def adapt_config(effort: int) -> AdaptConfig | None:
+    """The adaptation an effort asks for (None: below effort 8, none)."""
+    return ADAPT_CONFIGS.get(int(effort))
+
+
+@dataclass
+class FloatTable:
+    """The integer table as float convolutions (exact dyadic weights), for gradients."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor, int]]
+    rows: torch.Tensor  # (classes + 1, width): the class bias at the quality, activation units
+    act_max: float
+    s2d: int
+
+    @classmethod
+    def of(cls, enh: IntEnhancer, quality: int) -> FloatTable:
+        """The float copy of enh's table at this quality."""
+        layers = []
+        for conv in enh.convs:
+            w, b = ops.scaled(conv.weight, conv.bias, conv.shift)
+            layers.append((torch.from_numpy(w), torch.from_numpy(b), conv.pad))
+        rows = torch.from_numpy(enh.bias_rows(quality))
+        return cls(layers, rows, float(enh.meta["act_max"]), enh.meta["s2d"])
+
+    def correction(self, x: torch.Tensor, idx: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        """(1, 3, H, W) correction in levels of the unshuffled input x, rows changed by delta."""
+        v = x
+        for i, (w, b, pad) in enumerate(self.layers[:-1]):
+            v = F.conv2d(v, w, b, padding=pad)
+            if i == 0:
+                v = v + (self.rows + delta)[idx].permute(0, 3, 1, 2)
+            v = v.clamp(0, self.act_max)
+        w, b, pad = self.layers[-1]
+        return F.pixel_shuffle(F.conv2d(v, w, b, padding=pad), self.s2d) / (1 << CORR_SHIFT)
+
+
+def pixel_classes(labels: np.ndarray, classes: int, scale: int) -> torch.Tensor:
+    """(1, h, w) class rows of the map at 1/scale of the picture (unknown: the last row)."""
+    idx = np.minimum(labels.astype(np.int64), classes)
+    return torch.from_numpy(np.repeat(np.repeat(idx, 8 // scale, 0), 8 // scale, 1))[None]
+
+
+def image_tensor(rgb: np.ndarray) -> torch.Tensor:
+    """(1, 3, H, W) float pixels."""
+    return torch.from_numpy(np.array(rgb, np.float32)).permute(2, 0, 1)[None]
+
+
+@torch.no_grad()
+def quantised(delta: torch.Tensor, active: torch.Tensor, exponent: int) -> np.ndarray:
+    """The rows' change in integer steps (zero outside the active classes)."""
+    q = torch.round(delta / 2.0**exponent).clamp(-UPDATE_LIMIT, UPDATE_LIMIT)
+    return (q * active[:, None]).to(torch.int64).numpy()
+
+
+def fit_update(
+    enh: IntEnhancer,
+    original: np.ndarray,
+    decoded: np.ndarray,
+    labels: np.ndarray,
+    quality: int,
+    start: Adjust,
+    cfg: AdaptConfig,
+) -> Update | None:
+    """Gradient steps on the class bias rows (and gains, offsets) for this picture, rounded to
+    an Update the integer network accepts; None when nothing changed."""
+    h, w = decoded.shape[:2]
+    table = FloatTable.of(enh, quality)
+    s = table.s2d
+    gh, gw = labels.shape
+    rows = np.minimum(np.arange(gh * 8), h - 1)
+    cols = np.minimum(np.arange(gw * 8), w - 1)
+    padded = decoded[rows][:, cols].astype(np.int16) - CENTRE  # the map's grid, as the decoder
+    x = torch.from_numpy(ops.unshuffle(padded, s).astype(np.float32)).permute(2, 0, 1)[None]
+    idx = pixel_classes(labels, enh.classes, s)
+    pix = pixel_classes(labels, enh.classes, 1)[:, :h, :w]
+    counts = torch.bincount(pix.flatten(), minlength=enh.classes + 1)
+    active = (counts >= MIN_PIXELS).float()
+    dec, orig = image_tensor(decoded), image_tensor(original)
+    delta = torch.zeros_like(table.rows, requires_grad=True)
+    gains = torch.tensor(start.gains / GAIN_ONE, dtype=torch.float32, requires_grad=True)
+    offs = torch.tensor(start.offsets / OFFSET_UNIT, dtype=torch.float32, requires_grad=True)
+    opt = torch.optim.Adam(
+        [
+            {"params": [delta], "lr": cfg.lr},
+            {"params": [gains], "lr": cfg.lr_gain},
+            {"params": [offs], "lr": cfg.lr_offset},
+        ]
+    )
+    for _ in range(cfg.steps):
+        opt.zero_grad()
+        corr = table.correction(x, idx, delta * active[:, None])[..., :h, :w]
+        out = dec + gains[pix][:, None] * corr + offs[pix].permute(0, 3, 1, 2)
+        loss = ((out - orig) ** 2).mean()
+        loss.backward()
+        opt.step()
+    steps = quantised(delta, active, cfg.exponent)
+    if not steps.any():
+        return None
+    update = Update(steps, cfg.exponent)
+    try:
+        enh.check_update(update)
+    except ValueError:
+        return None
+    return update
