@@ -100,6 +100,7 @@ def _update_bytes(head: int, mask: int, body: bytes) -> bytes:
         _update_bytes(0x02, 1, b"\x00\x02" + bytes(8)),  # a value beyond the limit
         _update_bytes(0x02, 1, b""),  # nothing coded
         _update_bytes(0x00, 1, b"\x7f\xc1"),  # padding bits not zero
+        _update_bytes(0x00, 3, b"\x7f\xff\xc0"),  # a named row without a change
     ],
 )
 def test_malformed_update_block(data: bytes) -> None:

@@ -7,7 +7,7 @@ the tile side; the (classes + 1) gains as 4-bit nibbles, low nibble first; if fl
 + 1) x 3 signed offset bytes (R, G, B); if flagged, the tile mask, one bit per tile in row order,
 most significant bit first (numpy's packbits); if flagged, the update: one byte (low nibble: the
 step's exponent, high nibble: the Exp-Golomb order), the rows it changes as a 16-bit
-little-endian mask, then each changed row's values as signed Exp-Golomb codes, most significant
+little-endian mask (each named row changes), then each changed row's values as signed Exp-Golomb codes, most significant
 bit first, padded with zero bits to a whole byte. The last class entry is for pixels the map
 calls unknown. Nothing may follow.
 """
@@ -104,8 +104,11 @@ def decode_update(data: bytes, rows: int, width: int) -> Update:
         raise CorruptData("ENHANCE layer: trailing bytes")
     if np.abs(values).max() > UPDATE_LIMIT:
         raise CorruptData("ENHANCE layer: an update value beyond its limit")
+    values = values.reshape(len(changed), width)
+    if not values.any(axis=1).all():
+        raise CorruptData("ENHANCE layer: an update row without a change")
     out = np.zeros((rows, width), np.int64)
-    out[changed] = values.reshape(len(changed), width)
+    out[changed] = values
     return Update(out, exponent)
 
 
