@@ -155,10 +155,13 @@ def test_adapted_file_decodes_to_the_encoders_picture() -> None:
     res = codec.decode(data)
     args = (codec.decoder.enhancer, original, np.asarray(res.image), res.semantic_map)
     start = choose(*args, 0, 9)
-    fitted = adapted(*args, EncodeOptions(quality=0, effort=9), start)
+    # as part of a file of 100 kB, where the rows' bits are cheap: every row that helps stays
+    fitted = adapted(*args, EncodeOptions(quality=0, effort=9), start, 100_000)
     assert fitted is not None and fitted.adjust.update is not None
     assert fitted.adjust.update.rows.any()
     assert fitted.mse_after < start.mse_after  # the fit helps this picture
+    # in a file of 20 bytes no row is worth its bits
+    assert adapted(*args, EncodeOptions(quality=0, effort=9), start, 20) is None
     file = _with_layer(data, fitted.adjust)
     assert np.array_equal(np.asarray(codec.decode(file).image), fitted.picture)
     assert np.array_equal(np.asarray(semcodec.decode(file)), fitted.picture)

@@ -5,9 +5,11 @@ being encoded, a few of its parameters can do better. The encoder fine-tunes the
 class bias rows (one row of ``width`` values per class the map shows), jointly with the per-class
 gains and offsets, by Adam on the mean squared error of a float copy of the integer table
 (rounding left out), then rounds the change to integer steps of the layer's own activation grid
-(``Update``). The decoder adds those integers to its integer table, so its pixels are exact; the
-encoder then checks the result with the integer network itself (encoder/enhance.py) and keeps
-the update only where the file's rate-distortion cost falls.
+(``Update``). A row whose bits cost more than its error saves (estimated on the float copy,
+by the rate-distortion cost the encoder's other choices use) is left out. The decoder adds those
+integers to its integer table, so its pixels are exact; the encoder then checks the result with
+the integer network itself (encoder/enhance.py) and keeps the update only where the file's
+rate-distortion cost falls.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from semcodec.encoder import gating
+from semcodec.format.enhance import best_order, code_bits
 from semcodec.intgrid import ops
 from semcodec.intgrid.enhancer import (
     CENTRE,
@@ -109,9 +113,11 @@ def fit_update(
     quality: int,
     start: Adjust,
     cfg: AdaptConfig,
+    file_bytes: int,
 ) -> Update | None:
     """Gradient steps on the class bias rows (and gains, offsets) for this picture, rounded to
-    an Update the integer network accepts; None when nothing changed."""
+    an Update the integer network accepts, the rows that do not pay for their bits (in a file
+    of about ``file_bytes``) left out; None when nothing is left."""
     h, w = decoded.shape[:2]
     table = FloatTable.of(enh, quality)
     s = table.s2d
@@ -143,6 +149,8 @@ def fit_update(
         loss.backward()
         opt.step()
     steps = quantised(delta, active, cfg.exponent)
+    fit = Fit(table, x, idx, pix, dec, orig, gains.detach(), offs.detach())
+    steps = paying_rows(fit, steps, cfg.exponent, quality, file_bytes)
     if not steps.any():
         return None
     update = Update(steps, cfg.exponent)
@@ -151,3 +159,48 @@ def fit_update(
     except ValueError:
         return None
     return update
+
+
+@dataclass
+class Fit:
+    """One picture's tensors and the fitted gains and offsets: what a row's worth is judged by."""
+
+    table: FloatTable
+    x: torch.Tensor
+    idx: torch.Tensor
+    pix: torch.Tensor  # (1, H, W) class row per pixel
+    dec: torch.Tensor
+    orig: torch.Tensor
+    gains: torch.Tensor
+    offs: torch.Tensor
+
+    @torch.no_grad()
+    def errors(self, delta: torch.Tensor) -> torch.Tensor:
+        """(1, H, W) squared error summed over colours with the rows changed by delta."""
+        h, w = self.dec.shape[-2:]
+        corr = self.table.correction(self.x, self.idx, delta)[..., :h, :w]
+        out = self.dec + self.gains[self.pix][:, None] * corr
+        out = out + self.offs[self.pix].permute(0, 3, 1, 2)
+        return ((out - self.orig) ** 2).sum(1)
+
+
+def paying_rows(
+    fit: Fit, steps: np.ndarray, exponent: int, quality: int, file_bytes: int
+) -> np.ndarray:
+    """The update without the rows whose squared error saved (on their class's pixels, float
+    copy) is worth less than their bits, by gating.rd_cost around the whole update."""
+    delta = torch.from_numpy(steps.astype(np.float32) * 2.0**exponent)
+    err_with = fit.errors(delta)
+    saved = torch.zeros(len(steps), dtype=torch.float64)
+    saved.index_add_(0, fit.pix.flatten(), (fit.errors(delta * 0) - err_with).flatten().double())
+    n = err_with.numel() * 3
+    mse, bits = float(err_with.sum()) / n, 8.0 * file_bytes
+    order = best_order(steps[steps.any(axis=1)])
+    keep = steps.copy()
+    base = gating.rd_cost(bits, mse, quality)
+    for k in np.flatnonzero(steps.any(axis=1)):
+        row_bits = len(code_bits(steps[k], order)) + 1  # and its bit of the row mask
+        without = gating.rd_cost(bits - row_bits, mse + float(saved[k]) / n, quality)
+        if without <= base:
+            keep[k] = 0
+    return keep

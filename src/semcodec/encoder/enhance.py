@@ -136,15 +136,19 @@ def adapted(
     labels: np.ndarray,
     opts: EncodeOptions,
     start: EnhanceChoice,
+    file_bytes: int,
 ) -> EnhanceChoice | None:
-    """The choice with the network's rows fitted to the picture (encoder/adapt.py), checked
-    with the integer network; None below its effort or when the fit changes nothing."""
+    """The choice with the network's rows fitted to the picture (encoder/adapt.py) for a file
+    of about ``file_bytes``, checked with the integer network; None below its effort or when
+    the fit changes nothing that pays."""
     from semcodec.encoder import adapt  # torch: only the efforts that adapt load it
 
     cfg = adapt.adapt_config(opts.effort)
     if cfg is None:
         return None
-    update = adapt.fit_update(enhancer, original, decoded, labels, opts.quality, start.adjust, cfg)
+    update = adapt.fit_update(
+        enhancer, original, decoded, labels, opts.quality, start.adjust, cfg, file_bytes
+    )
     if update is None:
         return None
     return choose(enhancer, original, decoded, labels, opts.quality, opts.effort, update=update)
@@ -165,7 +169,7 @@ def enhanced_file(
     args = (dec.enhancer, original, result.pixels, result.semantic_map)
     choice = choose(*args, opts.quality, opts.effort)
     best: tuple[float, bytes | None] = (cost(choice.mse_before, len(data), opts.quality), None)
-    for option in (choice, adapted(*args, opts, choice)):
+    for option in (choice, adapted(*args, opts, choice, len(data))):
         if option is None:
             continue
         layer = encode_adjust(option.adjust)
