@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import semcodec
 from semcodec.encoder import adapt
@@ -212,3 +213,16 @@ def test_efforts_below_8_never_adapt(monkeypatch: pytest.MonkeyPatch) -> None:
         assert codec.encode(_picture(), quality=0, effort=e) == data
     assert adapt.adapt_config(7) is None
     assert adapt.adapt_config(9).steps > adapt.adapt_config(8).steps
+
+
+def test_rounded_fit_stays_within_the_exact_range() -> None:
+    """However far the float fit goes, the rounded update keeps the integer network exact."""
+    enh = Codec("tiny-enh").decoder.enhancer
+    active = torch.ones(12)
+    for sign in (1.0, -1.0):
+        delta = torch.full((12, WIDTH), sign * 1e6)
+        steps = adapt.quantised(delta, active, 0, enh)
+        assert (np.sign(steps) == sign).any()  # it moves as far as the range lets it
+        enh.check_update(Update(steps, 0))
+        lo, hi = enh.update_range()
+        assert (lo <= 0).all() and (hi >= 0).all()  # the table as trained is inside

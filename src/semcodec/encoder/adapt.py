@@ -5,7 +5,8 @@ being encoded, a few of its parameters can do better. The encoder fine-tunes the
 class bias rows (one row of ``width`` values per class the map shows), jointly with the per-class
 gains and offsets, by Adam on the mean squared error of a float copy of the integer table
 (rounding left out), then rounds the change to integer steps of the layer's own activation grid
-(``Update``). A row whose bits cost more than its error saves (estimated on the float copy,
+(``Update``), each entry kept within the range where the first layer's accumulators stay exact
+(``IntEnhancer.update_range``). A row whose bits cost more than its error saves (estimated on the float copy,
 by the rate-distortion cost the encoder's other choices use) is left out. The decoder adds those
 integers to its integer table, so its pixels are exact; the encoder then checks the result with
 the integer network itself (encoder/enhance.py) and keeps the update only where the file's
@@ -99,10 +100,17 @@ def image_tensor(rgb: np.ndarray) -> torch.Tensor:
 
 
 @torch.no_grad()
-def quantised(delta: torch.Tensor, active: torch.Tensor, exponent: int) -> np.ndarray:
-    """The rows' change in integer steps (zero outside the active classes)."""
-    q = torch.round(delta / 2.0**exponent).clamp(-UPDATE_LIMIT, UPDATE_LIMIT)
-    return (q * active[:, None]).to(torch.int64).numpy()
+def quantised(
+    delta: torch.Tensor, active: torch.Tensor, exponent: int, enh: IntEnhancer
+) -> np.ndarray:
+    """The rows' change in integer steps (zero outside the active classes), within the range
+    that keeps the integer network exact."""
+    lo, hi = enh.update_range()
+    step = 2.0**exponent
+    low = np.maximum(np.ceil(lo / step), -UPDATE_LIMIT)
+    high = np.minimum(np.floor(hi / step), UPDATE_LIMIT)
+    q = np.clip(np.round(delta.numpy().astype(np.float64) / step), low, high)
+    return (q * active.numpy()[:, None]).astype(np.int64)
 
 
 def fit_update(
@@ -141,6 +149,7 @@ def fit_update(
             {"params": [offs], "lr": cfg.lr_offset},
         ]
     )
+    lo, hi = (torch.from_numpy(v.astype(np.float32)) for v in enh.update_range())
     for _ in range(cfg.steps):
         opt.zero_grad()
         corr = table.correction(x, idx, delta * active[:, None])[..., :h, :w]
@@ -148,7 +157,9 @@ def fit_update(
         loss = ((out - orig) ** 2).mean()
         loss.backward()
         opt.step()
-    steps = quantised(delta, active, cfg.exponent)
+        with torch.no_grad():  # the integer network's range: a projected gradient step
+            delta.copy_(torch.maximum(torch.minimum(delta, hi), lo))
+    steps = quantised(delta.detach(), active, cfg.exponent, enh)
     fit = Fit(table, x, idx, pix, dec, orig, gains.detach(), offs.detach())
     steps = paying_rows(fit, steps, cfg.exponent, quality, file_bytes)
     if not steps.any():

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from semcodec.intgrid.ops import (
+    ACC_LIMIT,
     IntConv,
     Padded,
     accumulator_bound,
@@ -126,6 +127,15 @@ class IntEnhancer:
         shift = self.convs[0].shift.astype(np.int64)
         step = np.left_shift(np.int64(1), int(update.exponent) + shift)
         return self.class_bias + np.asarray(update.rows, np.int64) * step[None, :]
+
+    def update_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """float64 (classes + 1, width): the lowest and highest change of each class bias
+        entry, in activation units, that keeps the first layer's accumulators exact."""
+        c0 = self.state["c0.w"], self.state["c0.b"]
+        rest = accumulator_bound(*c0, CENTRE, np.abs(self.quality_bias).max(axis=0))
+        room = (ACC_LIMIT - rest).astype(np.float64)[None, :]  # the largest |class bias| allowed
+        scale = np.power(2.0, -self.convs[0].shift.astype(np.float64))[None, :]
+        return (-room - self.class_bias) * scale, (room - self.class_bias) * scale
 
     def check_update(self, update: Update) -> None:
         """ValueError unless the updated table keeps the first layer's accumulators exact."""
