@@ -50,7 +50,7 @@ class AdaptConfig:
 
 
 ADAPT_CONFIGS: dict[int, AdaptConfig] = {
-    8: AdaptConfig(steps=30, exponent=4),  # chosen on 12 held-out BSDS500 training photos
+    8: AdaptConfig(steps=30, exponent=4),  # chosen on held-out BSDS500 training photos
     9: AdaptConfig(steps=150, exponent=3),
 }
 
