@@ -85,9 +85,10 @@ def test_corrupt_update_is_refused(mutate) -> None:
         decode_adjust(mutate(data), 11, 50, 70, WIDTH)
 
 
-def _update_bytes(head: int, mask: int, body: bytes) -> bytes:
+def _update_bytes(head: int, mask: int, body: bytes, width: int = WIDTH) -> bytes:
     """A layer of neutral gains whose update block is built by hand."""
-    return bytes([2, 4, 6]) + bytes(6 * [0x88]) + bytes([head]) + mask.to_bytes(2, "little") + body
+    block = bytes([head, width]) + mask.to_bytes(2, "little") + body
+    return bytes([2, 4, 6]) + bytes(6 * [0x88]) + block
 
 
 @pytest.mark.parametrize(
@@ -102,6 +103,8 @@ def _update_bytes(head: int, mask: int, body: bytes) -> bytes:
         _update_bytes(0x02, 1, b""),  # nothing coded
         _update_bytes(0x00, 1, b"\x7f\xc1"),  # padding bits not zero
         _update_bytes(0x00, 3, b"\x7f\xff\xc0"),  # a named row without a change
+        _update_bytes(0x00, 1, b"\x7f\xc0", WIDTH + 1),  # rows of another network's width
+        _update_bytes(0x00, 1, b"", 0),  # rows of no value
     ],
 )
 def test_malformed_update_block(data: bytes) -> None:
@@ -111,9 +114,15 @@ def test_malformed_update_block(data: bytes) -> None:
         decode_adjust(data, 11, 8, 8, WIDTH)
 
 
-def test_layer_with_update_needs_the_network_width() -> None:
-    with pytest.raises(CorruptData):
-        decode_adjust(encode_adjust(_adjust(_update())), 11, 50, 70)
+def test_layer_with_update_reads_without_the_network() -> None:
+    """The layer records the rows' width: `semcodec info` reads it without a model."""
+    from semcodec.format.info import _enhance_info
+
+    data = encode_adjust(_adjust(_update()))
+    assert np.array_equal(decode_adjust(data, 11, 50, 70).update.rows, _update().rows)
+    header = container.Header(70, 50, "RGB", "m", "0" * 16, 50, 0, 8, 8)
+    info = _enhance_info(data, header)
+    assert info is not None and info["update_rows"] == 3
 
 
 def _tiny_file(quality: int = 30) -> bytes:

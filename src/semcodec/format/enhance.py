@@ -6,9 +6,10 @@ offsets follow, bit 1: a tile mask follows, bit 2: an update follows, version 2 
 the tile side; the (classes + 1) gains as 4-bit nibbles, low nibble first; if flagged, (classes
 + 1) x 3 signed offset bytes (R, G, B); if flagged, the tile mask, one bit per tile in row order,
 most significant bit first (numpy's packbits); if flagged, the update: one byte (low nibble: the
-step's exponent, high nibble: the Exp-Golomb order), the rows it changes as a 16-bit
-little-endian mask (each named row changes), then each changed row's values as signed Exp-Golomb codes, most significant
-bit first, padded with zero bits to a whole byte. The last class entry is for pixels the map
+step's exponent, high nibble: the Exp-Golomb order), the row width (the network's first-layer
+channels), the rows it changes as a 16-bit little-endian mask (each named row changes), then
+each changed row's values as signed Exp-Golomb codes, most significant bit first, padded with
+zero bits to a whole byte. The last class entry is for pixels the map
 calls unknown. Nothing may follow.
 """
 
@@ -87,20 +88,27 @@ def encode_update(update: Update) -> bytes:
     bits = code_bits(values, order)
     bits += "0" * (-len(bits) % 8)
     body = int(bits, 2).to_bytes(len(bits) // 8, "big") if bits else b""
-    return bytes([update.exponent | order << 4]) + mask.to_bytes(2, "little") + body
+    if not 1 <= rows.shape[1] <= 255:
+        raise ValueError("an enhancement update's rows are 1..255 values long")
+    head = bytes([update.exponent | order << 4, rows.shape[1]])
+    return head + mask.to_bytes(2, "little") + body
 
 
-def decode_update(data: bytes, rows: int, width: int) -> Update:
-    """The update of a network with this many class rows and this width; CorruptData if malformed."""
-    if len(data) < 3 or width < 1:
+def decode_update(data: bytes, rows: int, width: int = 0) -> Update:
+    """The update of a network with this many class rows and this width (0: any, as the
+    layer says); CorruptData if malformed."""
+    if len(data) < 4:
         raise CorruptData("ENHANCE layer: truncated update")
-    exponent, order = data[0] & 15, data[0] >> 4
-    mask = int.from_bytes(data[1:3], "little")
+    exponent, order, stored = data[0] & 15, data[0] >> 4, data[1]
+    mask = int.from_bytes(data[2:4], "little")
     if exponent > MAX_UPDATE_EXPONENT or order > MAX_ORDER or mask >> rows or not mask:
         raise CorruptData("ENHANCE layer: a bad update step, order or row mask")
+    if stored == 0 or width and stored != width:
+        raise CorruptData("ENHANCE layer: an update for a network of another width")
+    width = stored
     changed = [i for i in range(rows) if mask >> i & 1]
-    values, used = read_codes(data[3:], len(changed) * width, order)
-    if 3 + used != len(data):
+    values, used = read_codes(data[4:], len(changed) * width, order)
+    if 4 + used != len(data):
         raise CorruptData("ENHANCE layer: trailing bytes")
     if np.abs(values).max() > UPDATE_LIMIT:
         raise CorruptData("ENHANCE layer: an update value beyond its limit")
@@ -146,7 +154,8 @@ def encode_adjust(adjust: Adjust) -> bytes:
 
 def decode_adjust(data: bytes, classes: int, height: int, width: int, channels: int = 0) -> Adjust:
     """Parse the layer for an image of this size and a network whose first layer has this many
-    channels (0: a network no update may change); CorruptData if it is malformed."""
+    channels (0: as many as an update says: reading without the network); CorruptData if it
+    is malformed."""
     n = classes + 1
     head = 3 + -(-n // 2)
     if len(data) < head or data[0] not in (LAYER_VERSION, UPDATE_VERSION):
