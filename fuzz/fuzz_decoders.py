@@ -271,12 +271,12 @@ class Harness:
 
         from semcodec.decoder.maplayer import read_map
         from semcodec.encoder.codec import get_codec
-        from semcodec.encoder.roi import decode_roi, encode_roi
         from semcodec.errors import SemcodecError
         from semcodec.format import compact, container, gating
         from semcodec.format import map as semantic_map
         from semcodec.format.metadata import decode_metadata
         from semcodec.format.residual import get_backend
+        from semcodec.format.roi import decode_roi, encode_roi
 
         self.np, self.container = np, container
         self.semantic_map, self.compact, self.gating = semantic_map, compact, gating
