@@ -9,6 +9,7 @@ The first input byte selects the target, the next bytes the sizes the decoder is
     1 semantic_map.decode_map   4 avif residual decode       CRCs are recomputed first, so hostile
     2 compact.decode_compact                                  payloads reach the payload decoders
     6 metadata  7 gating  8 the map of a whole file  9 the ENHANCE layer  10 roi.decode_roi (ROI)
+    11 the ENHANCE layer with a network update (first-layer width 1 + byte 3 % 16)
 
 The contract checked on every input: the decoder returns a result of exactly the requested shape,
 dtype and value range, or raises ``SemcodecError`` with a one-line message. Anything else (another
@@ -50,6 +51,7 @@ TARGETS = (
     "mapfile",
     "enhance",
     "roi",
+    "update",
 )
 _ENTRY = 9  # bytes per layer-table entry
 _FIXED = 34  # fixed header bytes
@@ -211,23 +213,30 @@ def seed_files() -> dict[str, bytes]:
         "rgb-base": encode(rgb[:16, :16], 0, "native"),
         "rgb-gated": _gated_seed(rgb),
         "rgb-enhance": _enhance_seed(rgb),
+        "rgb-enhance-update": _enhance_seed(rgb, update=True),
         "rgb-roi": encode(rgb, 50, "avif", roi=_roi_seed()),
     }
 
 
-def _enhance_seed(rgb) -> bytes:
-    """A file with an ENHANCE layer (gains, offsets, tile mask) of the tiny-enh model."""
+def _enhance_seed(rgb, update: bool = False) -> bytes:
+    """A file with an ENHANCE layer (gains, offsets, tile mask; with ``update`` also a change
+    of the network's class bias rows) of the tiny-enh model."""
     import numpy as np
 
     from semcodec.encoder.codec import Codec
     from semcodec.format import container
     from semcodec.format.container import LayerKind
     from semcodec.format.enhance import encode_adjust
-    from semcodec.intgrid.enhancer import Adjust
+    from semcodec.intgrid.enhancer import Adjust, Update
 
     header, layers = container.unpack(Codec("tiny-enh").encode(rgb, quality=40, residual="native"))
+    rows = (np.arange(12 * 8).reshape(12, 8) % 7 - 3) * (np.arange(12) % 3 == 0)[:, None]
     adjust = Adjust(
-        np.arange(12) % 16, np.arange(36).reshape(12, 3) - 18, np.eye(1, 2, dtype=bool), 32
+        np.arange(12) % 16,
+        np.arange(36).reshape(12, 3) - 18,
+        np.eye(1, 2, dtype=bool),
+        32,
+        Update(rows, 2) if update else None,
     )
     layers[LayerKind.ENHANCE] = encode_adjust(adjust)
     return container.pack(header, layers)
@@ -262,12 +271,12 @@ class Harness:
 
         from semcodec.decoder.maplayer import read_map
         from semcodec.encoder.codec import get_codec
-        from semcodec.encoder.roi import decode_roi, encode_roi
         from semcodec.errors import SemcodecError
         from semcodec.format import compact, container, gating
         from semcodec.format import map as semantic_map
         from semcodec.format.metadata import decode_metadata
         from semcodec.format.residual import get_backend
+        from semcodec.format.roi import decode_roi, encode_roi
 
         self.np, self.container = np, container
         self.semantic_map, self.compact, self.gating = semantic_map, compact, gating
@@ -275,9 +284,9 @@ class Harness:
         self.native, self.avif = get_backend("native"), get_backend("avif")
         self.codec = get_codec("tiny")
         self.enh_codec = get_codec("tiny-enh")
-        from semcodec.format.enhance import decode_adjust
+        from semcodec.format.enhance import decode_adjust, encode_adjust
 
-        self.decode_adjust = decode_adjust
+        self.decode_adjust, self.encode_adjust = decode_adjust, encode_adjust
         self.error = SemcodecError
         self.decode_metadata = decode_metadata
         self.decode_roi, self.encode_roi = decode_roi, encode_roi
@@ -342,6 +351,12 @@ class Harness:
                     -(-h // adj.tile),
                     -(-w // adj.tile),
                 )
+            elif target == "update":  # what it accepts, it writes back to the same content
+                adj = self.decode_adjust(payload, 11, h, w, 1 + data[3] % 16)
+                if adj.update is not None:
+                    again = self.decode_adjust(self.encode_adjust(adj), 11, h, w, 1 + data[3] % 16)
+                    assert adj.update.rows.shape == (12, 1 + data[3] % 16)
+                    assert np.array_equal(again.update.rows, adj.update.rows)
             else:
                 sem = fix_crcs(data[1:])
                 hdr = self.container.read_header(sem)
@@ -382,6 +397,8 @@ def seed_inputs() -> list[bytes]:
         if LayerKind.ENHANCE in layers:
             dims = bytes([header.height - 1, header.width - 1, 0, 0, 0])
             seeds.append(bytes([9]) + dims + layers[LayerKind.ENHANCE])
+            dims = bytes([header.height - 1, header.width - 1, 7, 0, 0])  # width 8: tiny-enh's
+            seeds.append(bytes([11]) + dims + layers[LayerKind.ENHANCE])
         if LayerKind.ROI in layers:
             seeds.append(bytes([10, 0, 0, 0, 0, 0]) + layers[LayerKind.ROI])
     return seeds

@@ -93,3 +93,17 @@ def test_seg_throughput_measures_both_modes(capsys: pytest.CaptureFixture) -> No
         assert out["mode"] == mode and out["crops_per_cpu_hour"] > 0
         assert np.isfinite(out["losses"]).all()
         assert ("cache_cpu_s_per_crop" in out) == (mode == "frozen")
+
+
+def test_enhance_adapt_measure() -> None:
+    """enhance_adapt: both files of one picture scored, and a table row of their differences."""
+    from semcodec.encoder import adapt
+    from semcodec.encoder.codec import Codec
+
+    module = load(TOOLS / "enhance_adapt.py")
+    shipped = adapt.ADAPT_CONFIGS
+    row = {"image": "p"} | module.measure(Codec("tiny-enh", bf16=False), picture(), 0, 9)
+    assert adapt.ADAPT_CONFIGS is shipped  # switched back after the closed-form file
+    for kind in module.KINDS:
+        assert row[kind]["bytes"] > 0 and np.isfinite(row[kind]["psnr"])
+    assert "| 9 | 0 |" in module.table([row])

@@ -205,7 +205,14 @@ class Decoder:
             raise CorruptData(
                 f"ENHANCE layer present, but release {self.parts.release} has no enhancement network"
             )
-        return decode_adjust(data, self.enhancer.classes, header.height, header.width)
+        enh = self.enhancer
+        adjust = decode_adjust(data, enh.classes, header.height, header.width, enh.width)
+        if adjust.update is not None:
+            try:
+                enh.check_update(adjust.update)
+            except ValueError as e:
+                raise CorruptData(f"ENHANCE layer: {e}") from None
+        return adjust
 
     def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> GatingPlan | None:
         """The plan of a gated file, else None."""

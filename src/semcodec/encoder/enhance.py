@@ -4,7 +4,9 @@ The decoder runs the release's integer enhancement network (intgrid/enhancer.py)
 picture; the file says, per class, how much of the network's correction to add (a gain, and
 from ADAPT_EFFORT an RGB offset: parameters fitted to this image by least squares), and per
 tile whether to add it at all. The encoder has the original, so it fits these to it and keeps
-the layer only where it lowers the file's rate-distortion cost: no file is worse for it.
+the layer only where it lowers the file's rate-distortion cost: no file is worse for it. From
+effort 8 it also fits the network's class bias rows to the picture by gradient (encoder/adapt.py)
+and keeps that update only where the file with it costs less than the file without.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ from semcodec.encoder.options import EncodeOptions
 from semcodec.format import container
 from semcodec.format.container import Header, LayerKind
 from semcodec.format.enhance import encode_adjust
-from semcodec.intgrid.enhancer import CORR_SHIFT, GAIN_ONE, OFFSET_UNIT, Adjust, IntEnhancer, apply
+from semcodec.intgrid.enhancer import (
+    CORR_SHIFT,
+    GAIN_ONE,
+    OFFSET_UNIT,
+    Adjust,
+    IntEnhancer,
+    Update,
+    apply,
+)
 
 ADAPT_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
 MIN_PIXELS = 256  # a class with fewer pixels keeps the trained gain and no offset
@@ -69,10 +79,12 @@ def choose(
     quality: int,
     effort: int,
     tile: int = 64,
+    update: Update | None = None,
 ) -> EnhanceChoice:
-    """Fit gains (and offsets) to this image, then switch off the tiles it makes worse."""
+    """Fit gains (and offsets) to this image, then switch off the tiles it makes worse;
+    ``update``: the network's class bias rows changed as a file may say."""
     classes = enhancer.classes
-    corr = enhancer.correction(decoded, labels, quality)
+    corr = enhancer.correction(decoded, labels, quality, update)
     h, w = decoded.shape[:2]
     idx = class_index(labels, classes, (h, w))
     c = corr.astype(np.float32) / (1 << CORR_SHIFT)
@@ -85,7 +97,7 @@ def choose(
         if int(sel.sum()) < MIN_PIXELS:
             continue
         gains[k], offs[k] = fit_class(c[sel], t[sel], adapt)
-    full = Adjust(gains, offs, None, tile)
+    full = Adjust(gains, offs, None, tile, update)
     enhanced = apply(decoded, corr, labels, full, classes)
     err_before = (t**2).sum(2, dtype=np.float64)
     err_after = ((original.astype(np.float32) - enhanced) ** 2).sum(2, dtype=np.float64)
@@ -96,11 +108,16 @@ def choose(
     if tiles.all():
         adjust = full
     else:
-        adjust = Adjust(gains, offs, tiles, tile)
+        adjust = Adjust(gains, offs, tiles, tile, update)
         enhanced = apply(decoded, corr, labels, adjust, classes)
     mse_before = float(err_before.mean() / 3)
     mse_after = float(((original.astype(np.float32) - enhanced) ** 2).mean(dtype=np.float64))
     return EnhanceChoice(adjust, enhanced, mse_before, mse_after)
+
+
+def cost(mse: float, nbytes: int, quality: int) -> float:
+    """The rate-distortion cost of a file of this size and error (gating.rd_cost)."""
+    return gating.rd_cost(8.0 * nbytes, mse, max(int(quality), 1))
 
 
 def pays(choice: EnhanceChoice, plain_bytes: int, enhanced_bytes: int, quality: int) -> bool:
@@ -108,10 +125,33 @@ def pays(choice: EnhanceChoice, plain_bytes: int, enhanced_bytes: int, quality: 
     ``plain_bytes``) has the lower rate-distortion cost (gating.rd_cost)."""
     if choice.adjust.tiles is not None and not choice.adjust.tiles.any():
         return False
-    q = max(int(quality), 1)
-    without = gating.rd_cost(8.0 * plain_bytes, choice.mse_before, q)
-    with_layer = gating.rd_cost(8.0 * enhanced_bytes, choice.mse_after, q)
-    return with_layer < without
+    without = cost(choice.mse_before, plain_bytes, quality)
+    return cost(choice.mse_after, enhanced_bytes, quality) < without
+
+
+def adapted(
+    enhancer: IntEnhancer,
+    original: np.ndarray,
+    decoded: np.ndarray,
+    labels: np.ndarray,
+    opts: EncodeOptions,
+    start: EnhanceChoice,
+    file_bytes: int,
+) -> EnhanceChoice | None:
+    """The choice with the network's rows fitted to the picture (encoder/adapt.py) for a file
+    of about ``file_bytes``, checked with the integer network; None below its effort or when
+    the fit changes nothing that pays."""
+    from semcodec.encoder import adapt  # torch: only the efforts that adapt load it
+
+    cfg = adapt.adapt_config(opts.effort)
+    if cfg is None:
+        return None
+    update = adapt.fit_update(
+        enhancer, original, decoded, labels, opts.quality, start.adjust, cfg, file_bytes
+    )
+    if update is None:
+        return None
+    return choose(enhancer, original, decoded, labels, opts.quality, opts.effort, update=update)
 
 
 def enhanced_file(
@@ -122,15 +162,23 @@ def enhanced_file(
     original: np.ndarray,
     opts: EncodeOptions,
 ) -> tuple[bytes, dict[LayerKind, bytes]]:
-    """The file with an ENHANCE layer fitted to the original, where that lowers its cost."""
+    """The file with an ENHANCE layer fitted to the original, where that lowers its cost: of
+    the plain file, the closed-form layer and (from effort 8) the adapted one, the cheapest."""
     result = dec.decode(data)
     assert dec.enhancer is not None and result.pixels is not None
-    choice = choose(
-        dec.enhancer, original, result.pixels, result.semantic_map, opts.quality, opts.effort
-    )
-    layer = encode_adjust(choice.adjust)
-    enhanced = len(data) + len(layer) + container.ESTIMATED_ENTRY
-    if not pays(choice, len(data), enhanced, opts.quality):
+    args = (dec.enhancer, original, result.pixels, result.semantic_map)
+    choice = choose(*args, opts.quality, opts.effort)
+    best: tuple[float, bytes | None] = (cost(choice.mse_before, len(data), opts.quality), None)
+    for option in (choice, adapted(*args, opts, choice, len(data))):
+        if option is None:
+            continue
+        layer = encode_adjust(option.adjust)
+        size = len(data) + len(layer) + container.ESTIMATED_ENTRY
+        if pays(option, len(data), size, opts.quality):
+            c = cost(option.mse_after, size, opts.quality)
+            if c < best[0]:
+                best = (c, layer)
+    if best[1] is None:
         return data, layers
-    layers = {**layers, LayerKind.ENHANCE: layer}
+    layers = {**layers, LayerKind.ENHANCE: best[1]}
     return container.pack(header, layers), layers

@@ -173,4 +173,5 @@ def _enhance_info(data: bytes | None, header: container.Header) -> dict[str, Any
         "tiles_on": on / max(1, th * tw),
         "gains": {MAP_NAMES[i]: int(g) / GAIN_ONE for i, g in enumerate(adj.gains)},
         "offsets": bool(adj.offsets.any()),
+        "update_rows": 0 if adj.update is None else int(adj.update.rows.any(axis=1).sum()),
     }

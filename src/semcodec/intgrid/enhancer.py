@@ -6,7 +6,9 @@ magnitudes stay below 2**24, so an fp32 matrix product gives the exact sum in an
 enter as v - 128; the first layer adds a per-class bias table and a quality-scaled one (both
 integers on its accumulator grid); ReLU outputs are integers in [0, act_max]; the last layer
 gives the correction in units of 2**-CORR_SHIFT pixel levels. The decoder applies it per pixel
-with the file's per-class gain and offset (``apply``), where its tile mask says so.
+with the file's per-class gain and offset (``apply``), where its tile mask says so. A file may
+also carry an update of the first layer's class bias rows (``Update``), fitted by the encoder to
+that picture; it is added to the integer table before the network runs.
 
 The image is processed in bands of rows with a halo wider than the network's reach, so the
 result does not depend on the band size (or the image's size beyond its own pixels).
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from semcodec.intgrid.ops import (
+    ACC_LIMIT,
     IntConv,
     Padded,
     accumulator_bound,
@@ -37,16 +40,30 @@ GAIN_ONE = 8  # gains are stored in eighths (0..15): 8 is the network as trained
 OFFSET_UNIT = 4  # offsets are stored in quarters of a pixel level (int8)
 ENH_META = ("s2d", "width", "layers", "classes", "act_max")
 BAND = 128  # rows (at the network's 1/s2d scale) per band; each overlaps by the reach
+UPDATE_LIMIT = 255  # the largest magnitude of one update value (in steps)
+MAX_UPDATE_EXPONENT = 8  # the coarsest step: 2**8 activation units
+
+
+@dataclass(frozen=True)
+class Update:
+    """A picture's change of the first layer's class bias rows, in steps of 2**exponent units
+    of that layer's activation grid (row k, channel c adds rows[k, c] * 2**(exponent + shift_c)
+    on its accumulator grid): integers, so every decoder runs the same network."""
+
+    rows: np.ndarray  # int (classes + 1, width), each in -UPDATE_LIMIT..UPDATE_LIMIT
+    exponent: int  # 0..MAX_UPDATE_EXPONENT
 
 
 @dataclass(frozen=True)
 class Adjust:
-    """What a file carries for the enhancement: per-class gain and offset, and a tile mask."""
+    """What a file carries for the enhancement: per-class gain and offset, a tile mask and
+    optionally an update of the network's class bias rows."""
 
     gains: np.ndarray  # int (classes + 1,) in 0..15, eighths; the last entry: unknown pixels
     offsets: np.ndarray  # int (classes + 1, 3) in -128..127, quarters of a level
     tiles: np.ndarray | None  # bool (ty, tx): where the correction applies (None: everywhere)
     tile: int = 64  # pixels per tile side
+    update: Update | None = None  # None: the release's table as it is
 
 
 # (x float32 (h, w, 3 s s), class index int (h, w), bias rows float32 (classes + 1, width)) →
@@ -98,14 +115,53 @@ class IntEnhancer:
         """Refuse a table whose accumulators could leave fp32's exact integers."""
         check_enh_table(self.state)
 
-    def bias_rows(self, quality: int) -> np.ndarray:
-        """float32 (classes + 1, width): the first layer's class bias at this quality, scaled."""
-        rows = self.class_bias + round_div(int(quality) * self.quality_bias, 100)
+    @property
+    def width(self) -> int:
+        """Channels of the first layer: the length of a class bias row."""
+        return self.meta["width"]
+
+    def updated_bias(self, update: Update | None) -> np.ndarray:
+        """int64 (classes + 1, width): the class bias table with a file's update added."""
+        if update is None:
+            return self.class_bias
+        shift = self.convs[0].shift.astype(np.int64)
+        step = np.left_shift(np.int64(1), int(update.exponent) + shift)
+        return self.class_bias + np.asarray(update.rows, np.int64) * step[None, :]
+
+    def update_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """float64 (classes + 1, width): the lowest and highest change of each class bias
+        entry, in activation units, that keeps the first layer's accumulators exact."""
+        c0 = self.state["c0.w"], self.state["c0.b"]
+        rest = accumulator_bound(*c0, CENTRE, np.abs(self.quality_bias).max(axis=0))
+        room = (ACC_LIMIT - rest).astype(np.float64)[None, :]  # the largest |class bias| allowed
+        scale = np.power(2.0, -self.convs[0].shift.astype(np.float64))[None, :]
+        return (-room - self.class_bias) * scale, (room - self.class_bias) * scale
+
+    def check_update(self, update: Update) -> None:
+        """ValueError unless the updated table keeps the first layer's accumulators exact."""
+        rows = np.asarray(update.rows)
+        if rows.shape != self.class_bias.shape:
+            raise ValueError("enhancement update: one row per class of the network's width")
+        if np.abs(rows).max(initial=0) > UPDATE_LIMIT:
+            raise ValueError("enhancement update: a value beyond its limit")
+        if not 0 <= update.exponent <= MAX_UPDATE_EXPONENT:
+            raise ValueError("enhancement update: a step out of range")
+        extra = np.abs(self.updated_bias(update)).max(axis=0) + np.abs(self.quality_bias).max(
+            axis=0
+        )
+        c0 = self.state["c0.w"], self.state["c0.b"]
+        if not within_budget(accumulator_bound(*c0, CENTRE, extra)):
+            raise ValueError("enhancement update: the first layer can leave fp32's exact range")
+
+    def bias_rows(self, quality: int, update: Update | None = None) -> np.ndarray:
+        """float32 (classes + 1, width): the first layer's class bias at this quality (with a
+        file's update), scaled."""
+        rows = self.updated_bias(update) + round_div(int(quality) * self.quality_bias, 100)
         scale = np.power(2.0, -self.convs[0].shift.astype(np.float64))
         return (rows * scale).astype(np.float32)
 
     def bands(
-        self, rgb: np.ndarray, labels: np.ndarray, quality: int
+        self, rgb: np.ndarray, labels: np.ndarray, quality: int, update: Update | None = None
     ) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, int32 (rows, W, 3)): the correction of a uint8 (H, W, 3) picture in
         2**-CORR_SHIFT levels, band by band (memory bounded by the band, not the picture).
@@ -121,7 +177,7 @@ class IntEnhancer:
         nh = gh * 8 // s  # rows of the network's grid
         idx = np.minimum(labels.astype(np.int64), self.classes)
         idx = np.repeat(np.repeat(idx, 8 // s, 0), 8 // s, 1)  # the map at the network's scale
-        rows = self.bias_rows(quality)
+        rows = self.bias_rows(quality, update)
         cols = np.minimum(np.arange(gw * 8), w - 1)
         halo = self.reach
         for y0 in range(0, nh, self.band):
@@ -134,9 +190,11 @@ class IntEnhancer:
             out = shuffle(e, s)[:, :w]
             yield y0 * s, out[: max(0, min(h - y0 * s, out.shape[0]))]
 
-    def correction(self, rgb: np.ndarray, labels: np.ndarray, quality: int) -> np.ndarray:
+    def correction(
+        self, rgb: np.ndarray, labels: np.ndarray, quality: int, update: Update | None = None
+    ) -> np.ndarray:
         """int32 (H, W, 3): the whole picture's correction (``bands`` joined)."""
-        parts = [c for _, c in self.bands(rgb, labels, quality) if len(c)]
+        parts = [c for _, c in self.bands(rgb, labels, quality, update) if len(c)]
         return np.concatenate(parts, 0)
 
     def enhance(
@@ -144,7 +202,7 @@ class IntEnhancer:
     ) -> np.ndarray:
         """uint8 (H, W, 3): the picture with its correction applied as a file says, by bands."""
         out = np.empty_like(rgb)
-        for y0, corr in self.bands(rgb, labels, quality):
+        for y0, corr in self.bands(rgb, labels, quality, adjust.update):
             y1 = y0 + len(corr)
             out[y0:y1] = apply(rgb[y0:y1], corr, labels, adjust, self.classes, y0)
         return out
