@@ -235,3 +235,24 @@ def test_rounded_fit_stays_within_the_exact_range() -> None:
         enh.check_update(Update(steps, 0))
         lo, hi = enh.update_range()
         assert (lo <= 0).all() and (hi >= 0).all()  # the table as trained is inside
+
+
+def test_fit_is_the_same_with_any_number_of_torch_threads() -> None:
+    """The encoder writes the same bytes with 1 or more threads: the gradient fit runs on one."""
+    codec = Codec("default")  # the tiny network's sums are too small to be split
+    original = _picture(256, 320, seed=4)
+    data = codec.encode(original, quality=40, enhance=False)
+    res = codec.decode(data)
+    args = (codec.decoder.enhancer, original, np.asarray(res.image), res.semantic_map)
+    start = choose(*args, 40, 9)
+    fits = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        try:
+            fitted = adapted(*args, EncodeOptions(quality=40, effort=9), start, 100_000)
+        finally:
+            torch.set_num_threads(1)
+        assert fitted is not None and fitted.adjust.update is not None
+        fits.append((fitted.adjust.update.rows, fitted.adjust.gains, fitted.adjust.offsets))
+    for a, b in zip(*fits, strict=True):
+        np.testing.assert_array_equal(a, b)
