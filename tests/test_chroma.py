@@ -98,6 +98,9 @@ def test_420_file_decodes_to_the_encoders_reconstruction(monkeypatch) -> None:
     img = _image(72, 88)
     for q, forced in ((20, True), (60, False)):  # the test network's layer never pays by itself
         monkeypatch.setattr(enhance, "pays", lambda *_, keep=forced: keep)
+        # where forced, the cheapest of the files the encoder compares is the longest: one with
+        # a layer (the encoder keeps the least costly of the plain, closed-form, adapted files)
+        monkeypatch.setattr(enhance, "cost", lambda _mse, size, _q: -size)
         data = codec.encode(img, quality=q, chroma="420")
         assert chroma_layout(_residual(data)) == "4:2:0"
         plain, enhanced = seen[-1]

@@ -402,6 +402,9 @@ def test_eval_seg_models_and_groups(work: Path):
     sure = ["--unknown-below", "1.0"]  # no class is ever this sure: every position is UNKNOWN
     d = json.loads(run("eval", "seg", "--data", str(data), "--model", "tiny", *sure, *ph).stdout)
     assert d["photos"]["unknown_share"] == 1.0
+    from semcodec.zoo.bundles import load_bundle
+
+    assert load_bundle("tiny").seg.cfg.unknown_below != 1.0  # the process's network untouched
 
     r = run("models")
     assert r.exit_code == 0 and re.search(r"^default\s+[0-9a-f]{16}\s", r.stdout, re.M)

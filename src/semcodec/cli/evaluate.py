@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -101,7 +102,8 @@ def eval_seg(
     from semcodec.train.seg import evaluate_persons, evaluate_seg
 
     net = _seg_net(model, weights)
-    if unknown_below is not None:
+    if unknown_below is not None:  # on a copy: the bundle's network is shared in the process
+        net = copy.deepcopy(net)
         net.cfg = replace(net.cfg, unknown_below=unknown_below)
     images, labels = read_split(data, split)
     if limit is not None:
