@@ -117,6 +117,9 @@ def quantised(
     return (q * active.numpy()[:, None]).astype(np.int64)
 
 
+# one thread: split sums add in another order, and 80 Adam steps carry that to the rounded
+# update, so the file would depend on the thread count
+@runtime.single_thread()
 def fit_update(
     enh: IntEnhancer,
     original: np.ndarray,
@@ -130,23 +133,6 @@ def fit_update(
     """Gradient steps on the class bias rows (and gains, offsets) for this picture, rounded to
     an Update the integer network accepts, the rows that do not pay for their bits (in a file
     of about ``file_bytes``) left out; None when nothing is left."""
-    # one thread: split sums add in another order, and 80 Adam steps carry that to the rounded
-    # update, so the file would depend on the thread count
-    with runtime.single_thread():
-        return _fit_update(enh, original, decoded, labels, quality, start, cfg, file_bytes)
-
-
-def _fit_update(
-    enh: IntEnhancer,
-    original: np.ndarray,
-    decoded: np.ndarray,
-    labels: np.ndarray,
-    quality: int,
-    start: Adjust,
-    cfg: AdaptConfig,
-    file_bytes: int,
-) -> Update | None:
-    """The body of fit_update (on the calling thread's torch threads)."""
     h, w = decoded.shape[:2]
     table = FloatTable.of(enh, quality)
     s = table.s2d
