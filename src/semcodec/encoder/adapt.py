@@ -34,6 +34,7 @@ from semcodec.intgrid.enhancer import (
     Adjust,
     IntEnhancer,
     Update,
+    class_rows,
 )
 
 MIN_PIXELS = 256  # a class with fewer pixels keeps its trained row
@@ -94,8 +95,7 @@ class FloatTable:
 
 def pixel_classes(labels: np.ndarray, classes: int, scale: int) -> torch.Tensor:
     """(1, h, w) class rows of the map at 1/scale of the picture (unknown: the last row)."""
-    idx = np.minimum(labels.astype(np.int64), classes)
-    return torch.from_numpy(np.repeat(np.repeat(idx, 8 // scale, 0), 8 // scale, 1))[None]
+    return torch.from_numpy(class_rows(labels, classes, 8 // scale))[None]
 
 
 def image_tensor(rgb: np.ndarray) -> torch.Tensor:

@@ -29,6 +29,7 @@ from semcodec.intgrid.enhancer import (
     IntEnhancer,
     Update,
     apply,
+    class_rows,
 )
 
 ADAPT_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
@@ -43,12 +44,6 @@ class EnhanceChoice:
     picture: np.ndarray  # uint8 (H, W, 3)
     mse_before: float
     mse_after: float
-
-
-def class_index(labels: np.ndarray, classes: int, shape: tuple[int, int]) -> np.ndarray:
-    """Per-pixel class row (unknown and void: the last row) of an (H, W) picture."""
-    idx = np.minimum(labels.astype(np.int64), classes)
-    return np.repeat(np.repeat(idx, 8, 0), 8, 1)[: shape[0], : shape[1]]
 
 
 def fit_class(corr: np.ndarray, target: np.ndarray, offsets: bool) -> tuple[int, np.ndarray]:
@@ -86,7 +81,7 @@ def choose(
     classes = enhancer.classes
     corr = enhancer.correction(decoded, labels, quality, update)
     h, w = decoded.shape[:2]
-    idx = class_index(labels, classes, (h, w))
+    idx = class_rows(labels, classes, 8)[:h, :w]
     c = corr.astype(np.float32) / (1 << CORR_SHIFT)
     t = original.astype(np.float32) - decoded
     gains = np.full(classes + 1, GAIN_ONE, np.int64)

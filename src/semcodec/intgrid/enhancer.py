@@ -79,6 +79,13 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def class_rows(labels: np.ndarray, classes: int, repeat: int) -> np.ndarray:
+    """The bias-table row of each position of the map repeated ``repeat`` times each way: its
+    class, or the last row for unknown and void positions."""
+    idx = np.minimum(labels.astype(np.int64), classes)
+    return np.repeat(np.repeat(idx, repeat, 0), repeat, 1)
+
+
 class IntEnhancer:
     """The integer enhancement network of a release, from its stored table."""
 
@@ -175,8 +182,7 @@ class IntEnhancer:
         s = self.meta["s2d"]
         gh, gw = labels.shape
         nh = gh * 8 // s  # rows of the network's grid
-        idx = np.minimum(labels.astype(np.int64), self.classes)
-        idx = np.repeat(np.repeat(idx, 8 // s, 0), 8 // s, 1)  # the map at the network's scale
+        idx = class_rows(labels, self.classes, 8 // s)  # the map at the network's scale
         rows = self.bias_rows(quality, update)
         cols = np.minimum(np.arange(gw * 8), w - 1)
         halo = self.reach
@@ -255,8 +261,7 @@ def apply(
     """uint8 (h, W, 3): picture rows y0.. plus their correction, per class gain and offset,
     in integers."""
     h, w = rgb.shape[:2]
-    idx = np.minimum(labels.astype(np.int64), classes)
-    idx = np.repeat(np.repeat(idx, 8, 0), 8, 1)[y0 : y0 + h, :w]
+    idx = class_rows(labels, classes, 8)[y0 : y0 + h, :w]
     gain = adjust.gains.astype(np.int64)[idx][..., None]
     off = adjust.offsets.astype(np.int64)[idx]
     unit = 1 << CORR_SHIFT
