@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -199,22 +200,30 @@ def draw_batch(
     )
 
 
+def held_pictures(shards: list[dict]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, int]]:
+    """(original, decoded, labels at 1/8, quality) of every picture, cut to the map's grid."""
+    for s in shards:
+        h, w = (d // MAP_SCALE * MAP_SCALE for d in s["original"].shape[:2])
+        for k in range(len(s["quality"])):
+            labels = s["labels"][k, : h // MAP_SCALE, : w // MAP_SCALE].astype(np.int64)
+            yield s["original"][:h, :w], s["decoded"][k, :h, :w], labels, int(s["quality"][k])
+
+
+def _image(rgb: np.ndarray) -> torch.Tensor:
+    """(1, 3, H, W) float levels of a uint8 picture."""
+    return torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)[None].float()
+
+
 @torch.no_grad()
 def evaluate(net, shards: list[dict]) -> dict:
     """Mean PSNR of the decoded pictures and of the enhanced ones (whole images, 8-aligned)."""
     net.eval()
     before, after = [], []
-    for s in shards:
-        h, w = (d // MAP_SCALE * MAP_SCALE for d in s["original"].shape[:2])
-        o = torch.from_numpy(s["original"][:h, :w].copy()).permute(2, 0, 1)[None].float()
-        for k in range(len(s["quality"])):
-            d = torch.from_numpy(s["decoded"][k, :h, :w].copy()).permute(2, 0, 1)[None].float()
-            m = torch.from_numpy(
-                s["labels"][k, : h // MAP_SCALE, : w // MAP_SCALE].astype(np.int64)
-            )[None]
-            e = net(d, m, torch.tensor([int(s["quality"][k])])).round().clamp(0, 255)
-            before.append(_psnr(d, o))
-            after.append(_psnr(e, o))
+    for original, decoded, labels, q in held_pictures(shards):
+        o, d = _image(original), _image(decoded)
+        e = net(d, torch.from_numpy(labels)[None], torch.tensor([q])).round().clamp(0, 255)
+        before.append(_psnr(d, o))
+        after.append(_psnr(e, o))
     net.train()
     return {"psnr_before": float(np.mean(before)), "psnr_after": float(np.mean(after))}
 
