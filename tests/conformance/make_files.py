@@ -42,10 +42,15 @@ CASES = {
     "rgb-q20-unknown": (96, 64, "RGB", 20, "avif"),
     # format version 4: an ROI layer (the encoder favoured these classes; decoding ignores it)
     "rgb-q50-roi": (128, 96, "RGB", 50, "avif"),
+    # ENHANCE layer version 2: an update of the enhancement network's class bias rows
+    "rgb-q40-update": (128, 96, "RGB", 40, "avif"),
 }
 #: cases only for releases with an enhancement network: the layer is set here (gains per
 #: class, offsets, a tile mask), whatever the encoder would choose
-ENHANCED = ("rgb-q40-enhance", "rgb-q30-enhance-native")
+ENHANCED = ("rgb-q40-enhance", "rgb-q30-enhance-native", "rgb-q40-update")
+#: enhanced cases whose layer also carries an update of the network's class bias rows, set
+#: here (every third row unchanged) within the range that keeps the accumulators exact
+UPDATED = ("rgb-q40-update",)
 #: cases only for releases whose map has UNKNOWN: a block of the map is set to it
 UNKNOWN_MAP = ("rgb-unknown-base", "rgb-q20-unknown")
 #: cases encoded with regions of interest (roi.parse_roi's form)
@@ -98,6 +103,34 @@ def enhanced_file(data: bytes, seed: int) -> bytes:
     tiles = (np.add.outer(np.arange(th), np.arange(tw)) % 2 == 0)
     adjust = Adjust(rng.integers(0, 16, 12), rng.integers(-20, 21, (12, 3)), tiles, 32)
     layers[LayerKind.ENHANCE] = encode_adjust(adjust)
+    return container.pack(header, layers)
+
+
+def update_for(enh, seed: int, exponent: int = 2):
+    """A varied update the release's table can take: small steps inside ``update_range``."""
+    from semcodec.intgrid.enhancer import UPDATE_LIMIT, Update
+
+    rng = np.random.default_rng(seed)
+    lo, hi = (np.asarray(v) / 2.0**exponent for v in enh.update_range())
+    rows = rng.integers(-6, 7, lo.shape)
+    rows = np.clip(rows, np.ceil(lo), np.floor(hi)).clip(-UPDATE_LIMIT, UPDATE_LIMIT)
+    rows[::3] = 0
+    update = Update(rows.astype(np.int64), exponent)
+    enh.check_update(update)
+    return update
+
+
+def updated_file(data: bytes, seed: int, enh) -> bytes:
+    """``enhanced_file`` whose layer (version 2) also carries an update of the bias rows."""
+    from dataclasses import replace
+
+    from semcodec.format import container
+    from semcodec.format.container import LayerKind
+    from semcodec.format.enhance import decode_adjust, encode_adjust
+
+    header, layers = container.unpack(enhanced_file(data, seed))
+    adjust = decode_adjust(layers[LayerKind.ENHANCE], enh.classes, header.height, header.width)
+    layers[LayerKind.ENHANCE] = encode_adjust(replace(adjust, update=update_for(enh, seed)))
     return container.pack(header, layers)
 
 
@@ -168,6 +201,7 @@ def main(model: str = "default", add: bool = False) -> None:
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import GatingConfig
     from semcodec.encoder.options import EncodeOptions
+    from semcodec.intgrid.enhancer import IntEnhancer
 
     codec = Codec(model)
     out = folder(f"{codec.bundle.name}-{codec.bundle.hash[:8]}")
@@ -191,6 +225,9 @@ def main(model: str = "default", add: bool = False) -> None:
             data = forced_file(codec, picture, q, *FORCED[name])
         elif name in UNKNOWN_MAP:
             data = unknown_file(codec, picture, q, residual)
+        elif name in UPDATED:
+            enh = IntEnhancer(codec.bundle.enh_table)
+            data = updated_file(codec.encode(picture, options), i, enh)
         elif name in ENHANCED:
             data = enhanced_file(codec.encode(picture, options), i)
         elif name in ROI:
