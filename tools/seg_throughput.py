@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compile-rnn", action="store_true")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--model", default="lite0-u")
-    p.add_argument("--weights", default="models/default-50a34f22.pt", help="'' for none")
+    p.add_argument("--weights", default="models/default-18c44c25.pt", help="'' for none")
     p.add_argument("--data", default="../shared/data/camvid", help="CamVid folder")
     p.add_argument("--synthetic", action="store_true", help="tiny synthetic frames (tests)")
     args = p.parse_args(argv)
