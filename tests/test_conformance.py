@@ -41,14 +41,14 @@ for path in sorted(Path(sys.argv[2]).glob("**/*.sem")):
     if h not in decoders:  # one decoder per release, found by the hash the file records
         decoders[h] = Decoder(find_parts(h))  # torch is imported: torch's integer kernel
     res = decoders[h].decode(data, keep_base=True)  # one decode, both layers
-    base = res.image if res.header.quality == 0 else None
-    if base is None:
-        from PIL import Image
-        base = Image.fromarray(res.base, "RGB")
-        if res.header.mode == "L":
-            base = base.convert("L")
-        elif res.header.mode == "RGBA":
-            base.putalpha(res.image.getchannel("A"))
+    # the base layer before the residual and the enhancement (even at quality 0, where a
+    # file may carry an ENHANCE layer for its base)
+    from PIL import Image
+    base = Image.fromarray(res.base, "RGB")
+    if res.header.mode == "L":
+        base = base.convert("L")
+    elif res.header.mode == "RGBA":
+        base.putalpha(res.image.getchannel("A"))
     name = path.relative_to(sys.argv[2]).as_posix()
     out["files"][name] = {"full": pixel_hash(res.image), "base": pixel_hash(base)}
 print(json.dumps(out))
