@@ -2,8 +2,8 @@
 
 The numpy kernels (``generator.py``, ``enhancer.py``) run their fp32 matrix products on band
 threads of their own. The BLAS numpy links would start its own threads inside each of them:
-more threads than cores, spinning while they wait for work (a whole Kodak decode on the loaded
-2-core EPYC: 0.34–0.42 s wall instead of 0.145 s, docs/benchmarks.md).
+more threads than cores, spinning while they wait for work (a q50 Kodak decode on the loaded
+2-core EPYC: 0.7–2.5 s wall instead of 0.15 s, docs/benchmarks.md).
 
 threadpoolctl finds the loaded BLAS libraries and sets their threads; the scan of the process's
 libraries is done once (``controller``: numpy's BLAS is loaded with numpy, before any kernel).
