@@ -106,3 +106,25 @@ def test_overlapping_holders_keep_one_thread_until_the_last_leaves(host_blas: No
     assert seen == {"after the first left": 1}
     assert blas.blas_threads() == HOST
     assert blas.GUARD.holders == 0
+
+
+def test_a_forked_child_starts_with_a_free_guard(host_blas: None) -> None:
+    """A fork while a thread holds the guard: the child can still enter and leave."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork here")
+    with blas.one_blas_thread():
+        ctx = multiprocessing.get_context("fork")
+        child = ctx.Process(target=_enter_and_leave)
+        child.start()
+        child.join(30)
+    assert child.exitcode == 0
+    assert blas.blas_threads() == HOST
+
+
+def _enter_and_leave() -> None:
+    """In a forked child: the guard must neither be held nor locked."""
+    assert blas.GUARD.holders == 0 and not blas.GUARD.lock.locked()
+    with blas.one_blas_thread():
+        assert blas.blas_threads() == 1

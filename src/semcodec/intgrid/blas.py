@@ -24,6 +24,7 @@ all this does nothing.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,6 +85,11 @@ class OneThreadGuard:
                 limiter.restore_original_limits()
                 release_claim()
 
+    def forget(self) -> None:
+        """A forked child starts with no holders and a free lock (its parent's threads, and
+        a lock one of them may have held, are not in it); its BLAS keeps the count it had."""
+        self.holders, self.limiter, self.lock = 0, None, threading.Lock()
+
     def limit_this_thread(self) -> None:
         """One BLAS thread for a band thread (where the count is per thread; elsewhere the
         guard's setting already holds): a pool's initializer, inside the guard."""
@@ -94,6 +100,8 @@ class OneThreadGuard:
 
 
 GUARD = OneThreadGuard()
+if hasattr(os, "register_at_fork"):  # batch workers are forked on Linux
+    os.register_at_fork(after_in_child=GUARD.forget)
 
 
 @contextmanager
