@@ -10,6 +10,7 @@ from semcodec.decoder import parts
 from semcodec.errors import ModelError
 from semcodec.intgrid import generator as intgen
 from semcodec.intgrid import generator_torch as fixed
+from semcodec.intgrid import ops
 from semcodec.zoo import bundles as zoo
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -48,6 +49,17 @@ def test_a_changed_weight_changes_the_numpy_pixels() -> None:
     assert not np.array_equal(intgen.IntGenerator(state).forward(sym, lab), ref)
     want = fixed.torch_kernel(released.generator)(sym, lab)
     assert np.array_equal(ref, want)
+
+
+def test_numpy_generator_on_threads_gives_the_same_pixels(monkeypatch) -> None:
+    """Rows split over the generator's threads (one row per product) change no pixel."""
+    released = parts.installed_releases()[0]
+    sym, lab = _inputs(released.levels, released.channels, seed=3)
+    want = fixed.torch_kernel(released.generator)(sym, lab)
+    monkeypatch.setattr(ops, "CHUNK_BYTES", 1)
+    for threads in (1, 2, 3):
+        got = intgen.IntGenerator(released.generator, threads=threads).forward(sym, lab)
+        assert np.array_equal(got, want), threads
 
 
 def test_check_table_refuses_accumulators_beyond_2_pow_24(bundle) -> None:

@@ -16,18 +16,19 @@ result does not depend on the band size (or the image's size beyond its own pixe
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from semcodec.intgrid.blas import limit_this_thread, one_blas_thread
 from semcodec.intgrid.ops import (
     ACC_LIMIT,
     IntConv,
     Padded,
     accumulator_bound,
+    available_cpus,
     round_div,
     shuffle,
     unshuffle,
@@ -69,14 +70,6 @@ class Adjust:
 # (x float32 (h, w, 3 s s), class index int (h, w), bias rows float32 (classes + 1, width)) →
 # int32 (h, w, 3 s s): the network on one band, in the last layer's grid
 BandKernel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-
-
-def available_cpus() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def class_rows(labels: np.ndarray, classes: int, repeat: int) -> np.ndarray:
@@ -214,11 +207,13 @@ class IntEnhancer:
         return out
 
     def run_numpy(self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """The network on one band in numpy (BandKernel): fp32 matrix products, in place."""
-        if self.threads == 1:
-            return self._run(x, idx, rows, None)
-        with ThreadPoolExecutor(self.threads) as pool:
-            return self._run(x, idx, rows, pool)
+        """The network on one band in numpy (BandKernel): fp32 matrix products, in place, on
+        our band threads with BLAS on one thread (``blas.py``)."""
+        with one_blas_thread():
+            if self.threads == 1:
+                return self._run(x, idx, rows, None)
+            with ThreadPoolExecutor(self.threads, initializer=limit_this_thread) as pool:
+                return self._run(x, idx, rows, pool)
 
     def _run(
         self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray, pool: Executor | None

@@ -10,14 +10,17 @@ product in numpy's BLAS gives the pixels of torch's convolution kernels bit for 
 from __future__ import annotations
 
 import math
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 
 from semcodec.format.classes import UNKNOWN_AS
 from semcodec.format.tiling import MAP_SCALE
+from semcodec.intgrid.blas import limit_this_thread, one_blas_thread
 from semcodec.intgrid.ops import (
     IntConv,
     accumulator_bound,
+    available_cpus,
     round_div,
     shuffle,
     unshuffle,
@@ -59,7 +62,10 @@ def integer_base(symbols: np.ndarray, levels: int) -> np.ndarray:
 class IntGenerator:
     """The integer generator of docs/format.md §7 from its stored table (numpy arrays)."""
 
-    def __init__(self, state: dict[str, np.ndarray]):
+    def __init__(self, state: dict[str, np.ndarray], threads: int | None = None):
+        """Build from the table; threads: the convolutions' threads (default: the available
+        cores; the pixels depend on neither)."""
+        self.threads = max(1, threads or available_cpus())
         self.meta = {
             k: int(v) for k, v in zip(META, np.asarray(state["meta"]).tolist(), strict=True)
         }
@@ -94,9 +100,21 @@ class IntGenerator:
         return IntConv(np.concatenate([w[:, :nb], oh], 1).astype(np.int32), b, s)
 
     def forward(self, symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        """uint8 (8h,8w,3) from int symbols (C,h,w) and labels (h,w) in 0..classes-1."""
+        """uint8 (8h,8w,3) from int symbols (C,h,w) and labels (h,w) in 0..classes-1: runs of
+        rows on our threads, BLAS on one thread (``blas.py``)."""
+        with one_blas_thread():
+            if self.threads == 1:
+                return self._forward(symbols, labels, None)
+            with ThreadPoolExecutor(self.threads, initializer=limit_this_thread) as pool:
+                return self._forward(symbols, labels, pool)
+
+    def _forward(
+        self, symbols: np.ndarray, labels: np.ndarray, pool: Executor | None
+    ) -> np.ndarray:
+        """The network, each convolution's rows split over the pool."""
         m = self.meta
         levels, s, classes = m["levels"], m["s2d"], m["classes"]
+        par = (pool, self.threads)
         u = integer_base(symbols, levels)  # (C, H, W) int64
         c, hh, ww = u.shape
         h, w = hh // s, ww // s
@@ -109,14 +127,14 @@ class IntGenerator:
         oh = (lab[:, :, None] == np.arange(classes)[None, None, :]).astype(np.float32)
         x = np.concatenate([qb, oh], 2)
         del qb, oh
-        x = np.maximum(np.round(self._conv0(x)), 0)
+        x = np.maximum(np.round(self._conv0(x, *par)), 0)
         for i in range(m["blocks"]):
             q = self._quantise(x, i)
-            hid = np.clip(np.round(self.convs[1 + 2 * i](q)), 0, m["act_max"])
+            hid = np.clip(np.round(self.convs[1 + 2 * i](q, *par)), 0, m["act_max"])
             del q
-            x += np.round(self.convs[2 + 2 * i](hid))  # IEEE fp32 addition
+            x += np.round(self.convs[2 + 2 * i](hid, *par))  # IEEE fp32 addition
             del hid
-        e = np.round(self.convs[-1](self._quantise(x, m["blocks"])))
+        e = np.round(self.convs[-1](self._quantise(x, m["blocks"]), *par))
         del x
         detail = shuffle(e, s).transpose(2, 0, 1)  # channel c*s*s + dy*s + dx → (c, y*s+dy, x*s+dx)
         return to_pixels(u[:RGB], detail.astype(np.int64), levels).transpose(1, 2, 0)

@@ -10,6 +10,7 @@ models/enhance.py) share this one definition of the grid.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -132,6 +133,14 @@ def scaled(
 CHUNK_BYTES = 1 << 20  # im2col rows per matrix product: about half an L2 cache
 
 
+def available_cpus() -> int:
+    """The cores this process may run on: the numpy kernels' threads."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class Padded:
     """A zero-padded (h, w, c) picture as one flat fp32 buffer, rows of w + 2p pixels.
@@ -188,13 +197,14 @@ class IntConv:
     def pad(self) -> int:
         return self.k // 2
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """x float32 (H,W,C), zero padded by k//2; returns the exact scaled accumulator (H,W,O)."""
+    def __call__(self, x: np.ndarray, pool: Executor | None = None, threads: int = 1) -> np.ndarray:
+        """x float32 (H,W,C), zero padded by k//2; returns the exact scaled accumulator (H,W,O)
+        (with a pool: runs of rows on `threads` threads, the same result)."""
         h, w, c = x.shape
         src = Padded.zeros(h, w, c, self.pad)
         src.interior()[...] = x
         out = np.empty((h * src.wp, self.out_channels), np.float32)
-        self.into(src, out)
+        self.into(src, out, None, pool, threads)
         return out.reshape(h, src.wp, -1)[:, :w]
 
     def into(
