@@ -152,6 +152,28 @@ def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
 
 
+def test_seg_training_counts_cpu_hours_across_a_resume(tmp_path, one_thread) -> None:
+    """The ledger's CPU hours are the whole run's: a resumed run adds to its checkpoint's."""
+    from semcodec.train.seg import SegTrainConfig, train_seg
+
+    def run(iters: int) -> None:
+        cfg = SegTrainConfig(model="tiny", iters=20, batch=2, crop=(32, 32), bf16=False)
+        train_seg(cfg, None, tmp_path, True, save_every_s=0.0, synthetic=True,
+                  log=tmp_path / "log.jsonl", stop_at=iters)  # fmt: skip
+
+    run(10)
+    ckpt = tmp_path / "seg-checkpoint.pt"
+    state = torch.load(ckpt, weights_only=True)
+    assert 0 < state["cpu_hours"] < 0.1
+    state["cpu_hours"] = 5.0  # as if the first part had run for five CPU hours
+    torch.save(state, ckpt)
+    run(20)
+    assert torch.load(ckpt, weights_only=True)["cpu_hours"] > 5.0
+    ledger = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in ledger] == [10, 20]
+    assert ledger[0]["cpu_hours"] < 0.1 < 5.0 < ledger[1]["cpu_hours"]
+
+
 def test_enhance_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
     tmp_path, one_thread
 ) -> None:

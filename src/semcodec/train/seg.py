@@ -252,7 +252,8 @@ def train_seg(
     block_start: dict = {}
     prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
     last_save, seen, hours = time.time(), 0, float(state.get("hours", 0.0)) if state else 0.0
-    t_start = time.time()
+    cpu_hours = float(state.get("cpu_hours", 0.0)) if state else 0.0  # this process's CPU time
+    t_start, c_start = time.time(), time.process_time()
     net.train()
     if plan is not None:
         freeze_backbone(net)
@@ -283,7 +284,9 @@ def train_seg(
         prog.update(step, seen, loss=loss, lr=lr)
         if log is not None and rank == 0 and step % 10 == 0:
             with open(log, "a") as f:
-                f.write(json.dumps({"step": step, "loss": loss, "lr": lr, "t": time.time()}) + "\n")
+                ch = cpu_hours + (time.process_time() - c_start) / 3600
+                entry = {"step": step, "loss": loss, "lr": lr, "t": time.time(), "cpu_hours": ch}
+                f.write(json.dumps(entry) + "\n")
         if rank == 0 and (time.time() - last_save > save_every_s or step in (cfg.iters, end)):
             h = hours + (time.time() - t_start) / 3600
             save_checkpoint(
@@ -293,6 +296,7 @@ def train_seg(
                     "optim": opt.state_dict(),
                     "step": step,
                     "hours": h,
+                    "cpu_hours": cpu_hours + (time.process_time() - c_start) / 3600,
                     "config": json.dumps(asdict(cfg)),
                     "data_order": json.dumps(
                         data_order(aug, person_aug)
