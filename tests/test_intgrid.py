@@ -199,3 +199,19 @@ def test_bias_tables_reach_the_edge() -> None:
     x = ops.unshuffle(x, 2)
     acc = ref_conv(x, state["c0.w"], state["c0.b"])
     assert np.abs(acc).max() > 0.8 * ops.ACC_LIMIT
+
+
+@pytest.mark.parametrize("den", [1, 2, 8, 512, 3, 100])
+def test_round_div_rounds_half_to_even_exactly(den: int) -> None:
+    """The decoder's divisions (the power-of-two ones by shifts) round as exact arithmetic does,
+    ties to even, negative numerators included."""
+    from fractions import Fraction
+
+    from semcodec.intgrid.ops import round_div
+
+    rng = np.random.default_rng(den)
+    num = np.concatenate([np.arange(-3 * den, 3 * den + 1), rng.integers(-(2**40), 2**40, 500)])
+    want = [round(Fraction(int(n), den)) for n in num]  # Python rounds a Fraction half to even
+    got = round_div(num.astype(np.int64), den)
+    assert got.dtype == np.int64
+    assert got.tolist() == want

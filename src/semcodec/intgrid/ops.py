@@ -24,10 +24,24 @@ ACC_LIMIT = (1 << 24) - 1  # largest |partial sum| an fp32 accumulator holds exa
 # ----- integers ---------------------------------------------------------------------------------
 def round_div(num: np.ndarray, den: int) -> np.ndarray:
     """num / den rounded half to even, exactly, for int64 num and a positive int den."""
+    if den & (den - 1) == 0:
+        return round_shift(num, den.bit_length() - 1)
     q = np.floor_divide(num, den)
     r2 = 2 * (num - q * den)
     up = (r2 > den) | ((r2 == den) & (q % 2 == 1))
     return q + up.astype(np.int64)
+
+
+def round_shift(num: np.ndarray, bits: int) -> np.ndarray:
+    """num / 2**bits rounded half to even: round_div by shifts and masks (integer division is
+    the slowest step of the decoder's per-pixel work)."""
+    num = np.asarray(num, np.int64)
+    q = num >> bits  # floor, also for negative num
+    if bits == 0:
+        return q
+    r = num & ((1 << bits) - 1)  # num - q * 2**bits, in [0, 2**bits)
+    half = 1 << (bits - 1)
+    return q + ((r > half) | ((r == half) & (q & 1).astype(bool)))
 
 
 def unshuffle(x: np.ndarray, s: int) -> np.ndarray:
