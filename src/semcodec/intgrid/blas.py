@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -117,3 +118,15 @@ def one_blas_thread() -> Iterator[None]:
 def limit_this_thread() -> None:
     """A band pool's initializer: BLAS on one thread in this thread."""
     GUARD.limit_this_thread()
+
+
+@contextmanager
+def kernel_pool(threads: int) -> Iterator[Executor | None]:
+    """The numpy kernels' threads: BLAS on one thread inside, and a pool of ``threads`` band
+    threads that each limit their own BLAS (None for one thread: the caller's thread runs)."""
+    with one_blas_thread():
+        if threads == 1:
+            yield None
+            return
+        with ThreadPoolExecutor(threads, initializer=limit_this_thread) as pool:
+            yield pool

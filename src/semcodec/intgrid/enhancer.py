@@ -17,12 +17,12 @@ result does not depend on the band size (or the image's size beyond its own pixe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
 
-from semcodec.intgrid.blas import limit_this_thread, one_blas_thread
+from semcodec.intgrid.blas import kernel_pool
 from semcodec.intgrid.ops import (
     ACC_LIMIT,
     IntConv,
@@ -209,11 +209,8 @@ class IntEnhancer:
     def run_numpy(self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The network on one band in numpy (BandKernel): fp32 matrix products, in place, on
         our band threads with BLAS on one thread (``blas.py``)."""
-        with one_blas_thread():
-            if self.threads == 1:
-                return self._run(x, idx, rows, None)
-            with ThreadPoolExecutor(self.threads, initializer=limit_this_thread) as pool:
-                return self._run(x, idx, rows, pool)
+        with kernel_pool(self.threads) as pool:
+            return self._run(x, idx, rows, pool)
 
     def _run(
         self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray, pool: Executor | None

@@ -10,13 +10,13 @@ product in numpy's BLAS gives the pixels of torch's convolution kernels bit for 
 from __future__ import annotations
 
 import math
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 
 import numpy as np
 
 from semcodec.format.classes import UNKNOWN_AS
 from semcodec.format.tiling import MAP_SCALE
-from semcodec.intgrid.blas import limit_this_thread, one_blas_thread
+from semcodec.intgrid.blas import kernel_pool
 from semcodec.intgrid.ops import (
     IntConv,
     accumulator_bound,
@@ -102,11 +102,8 @@ class IntGenerator:
     def forward(self, symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """uint8 (8h,8w,3) from int symbols (C,h,w) and labels (h,w) in 0..classes-1: runs of
         rows on our threads, BLAS on one thread (``blas.py``)."""
-        with one_blas_thread():
-            if self.threads == 1:
-                return self._forward(symbols, labels, None)
-            with ThreadPoolExecutor(self.threads, initializer=limit_this_thread) as pool:
-                return self._forward(symbols, labels, pool)
+        with kernel_pool(self.threads) as pool:
+            return self._forward(symbols, labels, pool)
 
     def _forward(
         self, symbols: np.ndarray, labels: np.ndarray, pool: Executor | None
