@@ -276,8 +276,15 @@ def _encode_process(names: list[str], *extra: str) -> subprocess.Popen:
     """The batch as a separate process, as a user starts it."""
     cmd = [sys.executable, "-m", "semcodec.cli", "encode", *names, "-d", "out", "--keep-tree"]
     return subprocess.Popen(
-        [*cmd, *TINY, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
-    )
+        [*cmd, *TINY, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        preexec_fn=_ctrl_c_as_at_a_terminal,
+    )  # fmt: skip
+
+
+def _ctrl_c_as_at_a_terminal() -> None:
+    """Undo an inherited SIGINT=ignore (a suite started with `&` or nohup), as a user's shell
+    would for a foreground command: Python then turns Ctrl-C into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
