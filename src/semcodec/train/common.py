@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -96,6 +97,32 @@ def seg_config_of(path: Path) -> str:
     from semcodec.zoo.bundles import load_bundle
 
     return load_bundle(str(path)).spec.seg
+
+
+@dataclass
+class RunClock:
+    """A run's wall and CPU hours across resumes: the checkpoint's plus this process's since
+    it started (CPU time from ``time.process_time``, since a shared machine's wall time says
+    little)."""
+
+    hours_before: float = 0.0
+    cpu_hours_before: float = 0.0
+    t0: float = field(default_factory=time.time)
+    c0: float = field(default_factory=time.process_time)
+
+    @classmethod
+    def resume(cls, state: dict | None) -> RunClock:
+        """The clock of a run continued from ``state`` (a checkpoint, or None for a new run)."""
+        state = state or {}
+        return cls(float(state.get("hours", 0.0)), float(state.get("cpu_hours", 0.0)))
+
+    def hours(self) -> float:
+        """Wall hours of the whole run so far."""
+        return self.hours_before + (time.time() - self.t0) / 3600
+
+    def cpu_hours(self) -> float:
+        """CPU hours of the whole run so far."""
+        return self.cpu_hours_before + (time.process_time() - self.c0) / 3600
 
 
 def load_checkpoint(path: Path) -> dict | None:

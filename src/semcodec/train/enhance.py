@@ -22,7 +22,7 @@ from semcodec.defaults import CHROMAS, DEFAULT_CHROMA
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.imageio import list_images
 from semcodec.models.enhance import build_enhance
-from semcodec.train.common import Progress, load_checkpoint, save_checkpoint
+from semcodec.train.common import Progress, RunClock, load_checkpoint, save_checkpoint
 
 QUALITIES = (5, 10, 20, 30, 40, 50, 60, 70, 80, 90)
 CROP = 128  # a multiple of 8: the map's grid
@@ -272,12 +272,11 @@ def train_enhance(
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     ckpt = out / "enh-checkpoint.pt"
     state = load_checkpoint(ckpt)
-    step, hours, cpu_hours = 0, 0.0, 0.0
+    step = 0
     if state is not None:
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
-        step, hours = int(state["step"]), float(state.get("hours", 0.0))
-        cpu_hours = float(state.get("cpu_hours", 0.0))
+        step = int(state["step"])
     elif cfg.init:
         net.load_state_dict(torch.load(cfg.init, map_location="cpu", weights_only=True)["model"])
     net.to(device)
@@ -290,7 +289,7 @@ def train_enhance(
     if state is not None and "data_order" in state:  # the uninterrupted run's next crops
         rng.bit_generator.state = json.loads(state["data_order"])
     prog = Progress(cfg.iters, step, every=50)
-    t0, last, c0 = time.time(), time.time(), time.process_time()
+    clock, last = RunClock.resume(state), time.time()
     log = out / "log.jsonl"
     end = cfg.iters if stop_at is None else min(stop_at, cfg.iters)
     while step < end:
@@ -307,8 +306,7 @@ def train_enhance(
         step += 1
         prog.update(step, step * cfg.batch, loss=loss.item(), lr=lr)
         if time.time() - last > save_every_s or step in (cfg.iters, end):
-            h = hours + (time.time() - t0) / 3600
-            ch = cpu_hours + (time.process_time() - c0) / 3600
+            h, ch = clock.hours(), clock.cpu_hours()
             ev = evaluate(net.cpu(), held) if held else {}
             net.to(device)
             record = {
@@ -328,7 +326,13 @@ def train_enhance(
             record["held_out"] = json.dumps(ev)
             save_checkpoint(ckpt, record)
             with open(log, "a") as f:
-                entry = {"step": step, "loss": float(loss.detach()), "hours": h, "cpu_hours": ch, **ev}
+                entry = {
+                    "step": step,
+                    "loss": float(loss.detach()),
+                    "hours": h,
+                    "cpu_hours": ch,
+                    **ev,
+                }
                 f.write(json.dumps(entry) + "\n")
             last = time.time()
 

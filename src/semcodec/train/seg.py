@@ -24,6 +24,7 @@ from semcodec.models.segmentation import (
 )
 from semcodec.train.common import (
     Progress,
+    RunClock,
     autocast,
     cleanup_distributed,
     load_checkpoint,
@@ -251,9 +252,7 @@ def train_seg(
     cache: FeatureCache | None = None
     block_start: dict = {}
     prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
-    last_save, seen, hours = time.time(), 0, float(state.get("hours", 0.0)) if state else 0.0
-    cpu_hours = float(state.get("cpu_hours", 0.0)) if state else 0.0  # this process's CPU time
-    t_start, c_start = time.time(), time.process_time()
+    last_save, seen, clock = time.time(), 0, RunClock.resume(state)
     net.train()
     if plan is not None:
         freeze_backbone(net)
@@ -284,19 +283,18 @@ def train_seg(
         prog.update(step, seen, loss=loss, lr=lr)
         if log is not None and rank == 0 and step % 10 == 0:
             with open(log, "a") as f:
-                ch = cpu_hours + (time.process_time() - c_start) / 3600
+                ch = clock.cpu_hours()
                 entry = {"step": step, "loss": loss, "lr": lr, "t": time.time(), "cpu_hours": ch}
                 f.write(json.dumps(entry) + "\n")
         if rank == 0 and (time.time() - last_save > save_every_s or step in (cfg.iters, end)):
-            h = hours + (time.time() - t_start) / 3600
             save_checkpoint(
                 ckpt_path,
                 {
                     "model": net.state_dict(),
                     "optim": opt.state_dict(),
                     "step": step,
-                    "hours": h,
-                    "cpu_hours": cpu_hours + (time.process_time() - c_start) / 3600,
+                    "hours": clock.hours(),
+                    "cpu_hours": clock.cpu_hours(),
                     "config": json.dumps(asdict(cfg)),
                     "data_order": json.dumps(
                         data_order(aug, person_aug)
