@@ -19,6 +19,7 @@ from semcodec.decoder.parts import find_parts
 from semcodec.encoder.codec import Codec
 from semcodec.format import container
 from semcodec.zoo import bundles as zoo
+from semcodec.zoo import registry
 
 NETS = ("seg", "comp", "gen", "fixed", "enhancer")
 
@@ -36,7 +37,7 @@ def _photo() -> np.ndarray:
 def _fresh_default() -> zoo.ModelBundle:
     """The shipped default bundle, loaded anew (nothing built yet)."""
     spec = zoo.REGISTRY["default"]
-    return zoo._load_file(zoo.weights_dir() / spec.weights, spec)
+    return zoo._load_file(registry.weights_path("default"), spec)
 
 
 def _built(bundle: zoo.ModelBundle) -> list[str]:

@@ -263,9 +263,9 @@ def test_expanded_model_starts_as_the_bundle_and_learns_its_new_channels() -> No
     """Warm start with 5 more compact channels: the same pictures, under 0.001 bpp more, and
     gradients reaching the new channels' generator weights."""
     from semcodec.train.codec_nets import init_from_bundle
-    from semcodec.zoo.bundles import REGISTRY, weights_dir
+    from semcodec.zoo.registry import weights_path
 
-    path = weights_dir() / REGISTRY["default"].weights
+    path = weights_path("default")
     base, wide = CodecNets("default", "default", 3), CodecNets("c8", "c8", 3)
     init_from_bundle(base, path)
     init_from_bundle(wide, path)

@@ -82,7 +82,7 @@ def test_shipped_weights_are_packed_under_20_mb() -> None:
     """Tracked files stay small: every shipped bundle is stored packed, below 20 MB."""
     for spec in registry.REGISTRY.values():
         if spec.weights:
-            data = (registry.weights_dir() / spec.weights).read_bytes()
+            data = registry.weights_path(spec.name).read_bytes()
             assert data.startswith(registry.PACKED_MAGIC) and len(data) < 20_000_000, spec.name
 
 
@@ -103,7 +103,7 @@ def test_weights_load_without_code_execution(tmp_path) -> None:
     assert isinstance(raised, ModelError), raised
 
 
-def test_tampered_weights_rejected(tmp_path) -> None:
+def test_tampered_weights_rejected(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A validly serialised bundle with other weights under the recorded-hash name: the hash
     check (not a decoding error) rejects it."""
     seg, comp, gen, table = _tiny_parts()
@@ -121,17 +121,15 @@ def test_tampered_weights_rejected(tmp_path) -> None:
     assert forged != registry.read_weights(path)
     (other / path.name).write_bytes(forged)
     assert torch.load(other / path.name, weights_only=True)["format"] == zoo.FORMAT
-    monkey_dir = zoo.weights_dir  # the name load_bundle reads
     try:
-        zoo.weights_dir = lambda: other  # type: ignore[assignment]
+        monkeypatch.setattr(registry, "weights_dir", lambda: other)  # where load_bundle looks
         zoo._CACHE.pop("tamper", None)
         digest = registry.state_hash(forged)[:8]
         with pytest.raises(ModelError, match=f"do not match their recorded hash {digest}"):
             zoo.load_bundle("tamper")
-        zoo.weights_dir = lambda: tmp_path  # type: ignore[assignment]
+        monkeypatch.setattr(registry, "weights_dir", lambda: tmp_path)
         assert zoo.load_bundle("tamper").hash.startswith(path.stem[-8:])  # the original loads
     finally:
-        zoo.weights_dir = monkey_dir  # type: ignore[assignment]
         registry.REGISTRY.pop("tamper", None)
         zoo._CACHE.pop("tamper", None)
 
@@ -159,7 +157,7 @@ def test_every_registered_bundle_loads_with_the_networks_its_file_records(name: 
     bundle = zoo.load_bundle(name)
     assert bundle.name == name and bundle.spec.weights == spec.weights
     if spec.weights is not None:
-        assert (registry.weights_dir() / spec.weights).is_file()
+        assert registry.weights_path(name).is_file()
         assert spec.weights.removesuffix(".pt").endswith(bundle.hash[:8])
     assert bundle.comp.cfg.out_channels == bundle.compact_table.shape[0]
     assert bundle.gen.cfg.compact_channels == bundle.comp.cfg.out_channels

@@ -22,6 +22,7 @@ from semcodec.train.common import autocast, seg_source
 from semcodec.train.data import SegAugment, read_split, synthetic_segmentation
 from semcodec.train.featcache import build_cache, freeze_backbone
 from semcodec.train.seg import SegTrainConfig, cached_step, make_optimizer, train_step
+from semcodec.zoo.registry import REGISTRY, weights_path
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -33,7 +34,8 @@ def measure(args: argparse.Namespace) -> dict:
     )
     net = build_segnet(args.model)
     if args.weights:
-        state = seg_source(Path(args.weights))[0]
+        path = weights_path(args.weights) if args.weights in REGISTRY else Path(args.weights)
+        state = seg_source(path)[0]
         net.load_state_dict({k: v.float() for k, v in state.items()})
     if args.synthetic:
         images, labels = synthetic_segmentation(16, 2 * ch, 2 * cw)
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compile-rnn", action="store_true")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--model", default="lite0-u")
-    p.add_argument("--weights", default="models/default-18c44c25.pt", help="'' for none")
+    p.add_argument("--weights", default="default", help="a model name or file; '' for none")
     p.add_argument("--data", default="../shared/data/camvid", help="CamVid folder")
     p.add_argument("--synthetic", action="store_true", help="tiny synthetic frames (tests)")
     args = p.parse_args(argv)

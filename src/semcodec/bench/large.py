@@ -38,8 +38,8 @@ def _default_model() -> str:
     """The trained default bundle if shipped, else the tiny one."""
     from semcodec.zoo import registry
 
-    spec = registry.REGISTRY.get("default")
-    if spec is not None and spec.weights and (registry.weights_dir() / spec.weights).exists():
+    path = registry.weights_path("default") if "default" in registry.REGISTRY else None
+    if path is not None and path.exists():
         return "default"
     return "tiny"
 

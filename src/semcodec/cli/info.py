@@ -89,7 +89,7 @@ def models_command(as_json: bool) -> None:
             row["source"] = f"random init (seed {spec.seed}; hash on load)"
         else:
             try:
-                path = registry.weights_dir() / spec.weights
+                path = registry.weights_path(name)
                 digest = registry.weights_hash(path)
             except (OSError, ModuleNotFoundError, TypeError, ValueError):
                 row["source"] = "missing"

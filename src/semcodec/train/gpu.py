@@ -530,9 +530,9 @@ def seg_command(run_name, bundle, camvid, persons, out, minutes, eval_every, bat
     out.mkdir(parents=True, exist_ok=True)
     run = replace(SEG_RUNS[run_name], batch=batch)  # the registered recipe stays as it is
     if bundle is None:
-        from semcodec.zoo.registry import REGISTRY, weights_dir
+        from semcodec.zoo.registry import weights_path
 
-        bundle = weights_dir() / str(REGISTRY["default"].weights)
+        bundle = weights_path("default")
     train_seg_gpu(run, bundle, camvid, persons, out, minutes, eval_every)
 
 

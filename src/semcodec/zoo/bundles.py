@@ -36,7 +36,7 @@ from semcodec.zoo.registry import (
     pack_weights,
     read_weights,
     state_hash,
-    weights_dir,
+    weights_path,
 )
 
 FORMAT = 1
@@ -406,8 +406,8 @@ def load_bundle(name_or_path: str = DEFAULT_MODEL) -> ModelBundle:
             if spec.weights is None:
                 bundle = _load_random(spec)
             else:
-                path = weights_dir() / spec.weights
-                if not path.exists():
+                path = weights_path(spec.name)
+                if path is None or not path.exists():
                     raise ModelError(
                         f"weights file {spec.weights} of model {spec.name!r} is missing"
                     )

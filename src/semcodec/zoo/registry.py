@@ -80,6 +80,12 @@ def weights_dir() -> Path:
     return Path(str(resources.files("semcodec._weights")))
 
 
+def weights_path(name: str) -> Path | None:
+    """A registered model's weights file, so no caller spells a release's file name (None: random init)."""
+    weights = REGISTRY[name].weights
+    return None if weights is None else weights_dir() / weights
+
+
 def state_hash(payload: bytes) -> str:
     """16 hex digits of SHA-256: the weights hash recorded in every file."""
     return hashlib.sha256(payload).hexdigest()[:16]
