@@ -38,7 +38,7 @@ def _default_model() -> str:
     """The trained default bundle if shipped, else the tiny one."""
     from semcodec.zoo import registry
 
-    path = registry.weights_path("default") if "default" in registry.REGISTRY else None
+    path = registry.weights_path("default")
     if path is not None and path.exists():
         return "default"
     return "tiny"

@@ -326,13 +326,7 @@ def train_enhance(
             record["held_out"] = json.dumps(ev)
             save_checkpoint(ckpt, record)
             with open(log, "a") as f:
-                entry = {
-                    "step": step,
-                    "loss": float(loss.detach()),
-                    "hours": h,
-                    "cpu_hours": ch,
-                    **ev,
-                }
+                entry = {"step": step, "loss": loss.item(), "hours": h, "cpu_hours": ch, **ev}
                 f.write(json.dumps(entry) + "\n")
             last = time.time()
 

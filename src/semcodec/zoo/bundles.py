@@ -402,15 +402,12 @@ def load_bundle(name_or_path: str = DEFAULT_MODEL) -> ModelBundle:
         if name_or_path in _CACHE:
             return _CACHE[name_or_path]
         if name_or_path in REGISTRY:
-            spec = REGISTRY[name_or_path]
-            if spec.weights is None:
+            spec, path = REGISTRY[name_or_path], weights_path(name_or_path)
+            if path is None:
                 bundle = _load_random(spec)
+            elif not path.exists():
+                raise ModelError(f"weights file {spec.weights} of model {spec.name!r} is missing")
             else:
-                path = weights_path(spec.name)
-                if path is None or not path.exists():
-                    raise ModelError(
-                        f"weights file {spec.weights} of model {spec.name!r} is missing"
-                    )
                 bundle = _load_file(path, spec)
         elif Path(name_or_path).is_file():
             bundle = _load_file(Path(name_or_path), None)
