@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import pytest
+from childproc import child_env, ctrl_c_as_at_a_terminal
 from click.testing import CliRunner
 from PIL import Image
 
@@ -475,20 +475,16 @@ def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "semcodec.cli", *args]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
 def test_subprocess_pipe_and_exit_codes(work: Path):
     enc = subprocess.Popen(
         _cmd("encode", "-", "-o", "-", "-q", "95", *TINY),
         stdin=open(work / "a.png", "rb"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(),
+        env=child_env(),
     )
     dec = subprocess.run(
-        _cmd("decode", "-", "-o", "-"), stdin=enc.stdout, capture_output=True, env=_env()
+        _cmd("decode", "-", "-o", "-"), stdin=enc.stdout, capture_output=True, env=child_env()
     )
     enc.stdout.close()
     assert enc.wait(timeout=120) == 0, enc.stderr.read()
@@ -497,20 +493,22 @@ def test_subprocess_pipe_and_exit_codes(work: Path):
     assert img.size == (W, H) and img.mode == "RGB"
     assert np.abs(pixels(img) - pixels(work / "a.png")).mean() < 3
 
-    usage = subprocess.run(_cmd("info"), capture_output=True, text=True, env=_env())
+    usage = subprocess.run(_cmd("info"), capture_output=True, text=True, env=child_env())
     assert usage.returncode == 2 and "Usage:" not in usage.stderr
     assert usage.stderr.splitlines() == [
         "semcodec: error: Missing argument 'FILE...'; see 'semcodec info --help'"
     ]
     for args in (("encode", "a.png", "-q", "101"), ("encode", "--bogus"), ("nosuchcommand",)):
-        bad_usage = subprocess.run(_cmd(*args), capture_output=True, text=True, env=_env())
+        bad_usage = subprocess.run(_cmd(*args), capture_output=True, text=True, env=child_env())
         assert bad_usage.returncode == 2, args
         lines = bad_usage.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("semcodec: error: "), (args, lines)
-    helped = subprocess.run(_cmd("encode", "--help"), capture_output=True, text=True, env=_env())
+    helped = subprocess.run(
+        _cmd("encode", "--help"), capture_output=True, text=True, env=child_env()
+    )
     assert helped.returncode == 0 and helped.stdout.startswith("Usage: semcodec encode")
     (work / "junk.sem").write_bytes(b"\x89SEM\r\n\x1a\n\x01")
-    bad = subprocess.run(_cmd("info", "junk.sem"), capture_output=True, text=True, env=_env())
+    bad = subprocess.run(_cmd("info", "junk.sem"), capture_output=True, text=True, env=child_env())
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines() == [
         "semcodec: error: junk.sem: truncated header: 9 bytes, the fixed header alone is 34"
@@ -534,11 +532,11 @@ def test_real_pipes_in_chunks(work: Path):
     assert len(png) > 3000  # several chunks
     enc = subprocess.Popen(
         _cmd("encode", "-", "-o", "-", "-q", "95", *TINY),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
     )  # fmt: skip
     dec = subprocess.Popen(
         _cmd("decode", "-", "-o", "-"),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
     )  # fmt: skip
     try:
         png_feeder = threading.Thread(target=_feed, args=(enc.stdin, png))
@@ -594,10 +592,6 @@ import os, signal, sys, time
 from pathlib import Path
 import semcodec.cli
 
-# a job started in the background by a shell (`make test &`, nohup) inherits SIGINT ignored,
-# and Python then keeps it ignored; Ctrl-C reaches a foreground command, so restore that
-signal.signal(signal.SIGINT, signal.default_int_handler)
-
 def stalled_fsync(fd):  # the output's temporary file exists and is being written
     Path(sys.argv[1]).touch()
     time.sleep(60)
@@ -616,7 +610,8 @@ def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal
     ready = work / "ready"
     proc = subprocess.Popen(
         [sys.executable, "-c", _STALLED_WRITE, str(ready), "decode", "a.sem", "-o", "out/a.png"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60

@@ -5,7 +5,6 @@ report."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from childproc import child_env
 from click.testing import CliRunner
 from PIL import Image
 
@@ -47,13 +47,6 @@ def _files(folder: Path) -> dict[str, bytes]:
     }
 
 
-def _env() -> dict[str, str]:
-    """This tree's package for the command and, through it, the spawned workers."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
-
-
 def _workers(pid: int) -> list[psutil.Process]:
     """The Dask worker processes a command started: spawned children, or the children of its
     fork server."""
@@ -83,7 +76,8 @@ def test_killed_cluster_worker_loses_and_duplicates_nothing(tmp_path: Path, monk
     reference = _files(tmp_path / "ref")
     cmd = [sys.executable, "-m", "semcodec.cli", "encode", *names, "-d", "out", "--keep-tree",
            "--cluster", "local:2", "--report", "rep.jsonl", *TINY]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    env = child_env(threads=None)  # the workers thread as the command sets them
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 120
         while not list((tmp_path / "out").rglob("*.sem")):

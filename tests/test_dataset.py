@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from childproc import child_env, ctrl_c_as_at_a_terminal
 from click.testing import CliRunner
 from PIL import Image
 
@@ -235,14 +236,6 @@ def test_list_and_tree_usage_errors(work: Path):
 
 
 # ----- interrupted batches and killed workers ----------------------------------------------------
-def _env() -> dict[str, str]:
-    """The child's environment: this tree's package, one thread per process."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else ""),
-            "OMP_NUM_THREADS": "1"}  # fmt: skip
-
-
 def _pool_workers(pid: int) -> list[int]:
     """The forked pool workers of a process (its children running its own command line)."""
     text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
@@ -276,15 +269,9 @@ def _encode_process(names: list[str], *extra: str) -> subprocess.Popen:
     """The batch as a separate process, as a user starts it."""
     cmd = [sys.executable, "-m", "semcodec.cli", "encode", *names, "-d", "out", "--keep-tree"]
     return subprocess.Popen(
-        [*cmd, *TINY, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
-        preexec_fn=_ctrl_c_as_at_a_terminal,
+        [*cmd, *TINY, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )  # fmt: skip
-
-
-def _ctrl_c_as_at_a_terminal() -> None:
-    """Undo an inherited SIGINT=ignore (a suite started with `&` or nohup), as a user's shell
-    would for a foreground command: Python then turns Ctrl-C into KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from childproc import child_env
 from click.testing import CliRunner
 from PIL import Image
 
@@ -185,11 +186,8 @@ def semcodec_on_path(bin_dir: Path) -> dict[str, str]:
     shim = bin_dir / "semcodec"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m semcodec.cli "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    env = dict(os.environ)
+    env = child_env()  # one thread: two loaded cores
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    src = str(Path(semcodec.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    env["OMP_NUM_THREADS"] = "1"  # two loaded cores
     return env
 
 

@@ -8,7 +8,6 @@ partial file, and a rerun against a new scheduler finishes with --skip-existing.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import signal
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from childproc import child_env
 from click.testing import CliRunner
 from PIL import Image
 
@@ -53,14 +53,6 @@ def _free_port() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return str(sock.getsockname()[1])
-
-
-def _env() -> dict[str, str]:
-    """This tree's package for the command and the workers, one thread per process."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else ""),
-            "OMP_NUM_THREADS": "1"}  # fmt: skip
 
 
 def _write_images(folder: Path) -> list[str]:
@@ -106,7 +98,7 @@ class Cluster:
         args = [a.replace(DOCS_PORT, self.port) for a in argv[1:]]
         with open(self.folder / f"{name}.log", "wb") as log:
             proc = subprocess.Popen([sys.executable, "-m", "dask", *args], stdout=log,
-                                    stderr=subprocess.STDOUT, env=_env())  # fmt: skip
+                                    stderr=subprocess.STDOUT, env=child_env())  # fmt: skip
         self.procs.append(proc)
         return proc
 
@@ -157,7 +149,7 @@ def clusters(tmp_path: Path) -> Iterator[Callable[[int], Cluster]]:
 def _batch(*args: str) -> subprocess.Popen:
     """``semcodec ARGS…`` as a separate process, as a user runs it."""
     cmd = [sys.executable, "-m", "semcodec.cli", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
 
 
 def _report(path: str) -> tuple[list[dict], dict]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from childproc import child_env
 from click.testing import CliRunner
 from PIL import Image
 
@@ -47,14 +48,6 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def _env() -> dict[str, str]:
-    """The children's environment: this tree's package, one thread per process."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else ""),
-            "OMP_NUM_THREADS": "1"}  # fmt: skip
-
-
 def _feed(fifo: Path, names: list[str], proc: subprocess.Popen, seconds: float = 60) -> None:
     """Write the file list into ``fifo`` once ``proc`` has opened it for reading."""
     deadline = time.monotonic() + seconds
@@ -81,7 +74,7 @@ def _concurrent(command: str, names: list[str], *extra: str) -> list[tuple[int, 
         cmd = [sys.executable, "-m", "semcodec.cli", command, "--from-list", f"list{k}",
                "-d", "out", "--skip-existing", "--report", f"rep{k}.jsonl", *extra]  # fmt: skip
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      env=_env()))  # fmt: skip
+                                      env=child_env()))  # fmt: skip
     try:
         for k, proc in enumerate(procs):
             _feed(Path(f"list{k}"), names, proc)
