@@ -125,13 +125,16 @@ def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "recipe", [{}, {"scale": (0.5, 2.0), "aspect": 0.25, "blur": 0.5, "ohem": 0.25}]
+    "recipe",
+    [{}, {"scale": (0.5, 2.0), "aspect": 0.25, "blur": 0.5, "ohem": 0.25}, {"ema": 0.5}],
+    ids=["plain", "recipes-B-C", "moving-average"],
 )
 def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
     tmp_path, one_thread, recipe
 ) -> None:
-    """A run checkpointed and resumed mid-schedule (optimiser, schedule, data order) ends with
-    the weights of the same run never stopped (plain, and with recipes B and C's options)."""
+    """A run checkpointed and resumed mid-schedule (optimiser, schedule, data order, moving
+    average) ends with the weights of the same run never stopped (plain, with recipes B and C's
+    options, and the average of a run that keeps one)."""
     from semcodec.train.seg import SegTrainConfig, train_seg
 
     def run(out, iters: int) -> None:
@@ -145,11 +148,33 @@ def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
     run(tmp_path / "twice", 2)
     assert torch.load(tmp_path / "twice" / "seg-checkpoint.pt", weights_only=True)["step"] == 2
     run(tmp_path / "twice", 4)
-    a = torch.load(tmp_path / "once" / "seg-checkpoint.pt", weights_only=True)["model"]
-    b = torch.load(tmp_path / "twice" / "seg-checkpoint.pt", weights_only=True)["model"]
-    assert a.keys() == b.keys()
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=k)
+    once = torch.load(tmp_path / "once" / "seg-checkpoint.pt", weights_only=True)
+    twice = torch.load(tmp_path / "twice" / "seg-checkpoint.pt", weights_only=True)
+    kept = ["model", "ema"] if recipe.get("ema") else ["model"]
+    assert ("ema" in once) == ("ema" in kept)
+    for part in kept:
+        a, b = once[part], twice[part]
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=f"{part} {k}")
+
+
+def test_seg_moving_average_is_what_eval_and_attach_take(tmp_path, one_thread) -> None:
+    """`train seg --ema` keeps an average apart from the last step's weights; `eval seg
+    --weights` (and `train attach --seg`, through `seg_source`) take the average, and the last
+    step's weights with `--last-step`."""
+    from semcodec.cli.evaluate import _seg_net
+    from semcodec.train.seg import SegTrainConfig, train_seg
+
+    cfg = SegTrainConfig(model="tiny", iters=4, batch=2, crop=(32, 32), bf16=False, ema=0.5)
+    train_seg(cfg, None, tmp_path, True, save_every_s=0.0, synthetic=True)
+    ckpt = tmp_path / "seg-checkpoint.pt"
+    state = torch.load(ckpt, weights_only=True)
+    assert any(not torch.equal(state["ema"][k], state["model"][k]) for k in state["model"])
+    for average, part in ((True, "ema"), (False, "model")):
+        got = _seg_net("tiny", ckpt, average).state_dict()
+        for k, v in state[part].items():
+            torch.testing.assert_close(got[k], v.to(got[k].dtype), rtol=0, atol=0, msg=f"{part} {k}")
 
 
 def test_seg_training_counts_cpu_hours_across_a_resume(tmp_path, one_thread) -> None:

@@ -64,6 +64,13 @@ def eval_group() -> None:
     default=None,
     help="A training checkpoint or bundle file instead of --model.",
 )
+@click.option(
+    "--average/--last-step",
+    default=True,
+    show_default=True,
+    help="--weights checkpoint: its moving average of the weights (where the run kept one), or "
+    "the last step's weights",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="First N images only.")
 @click.option("--bf16/--no-bf16", default=False, show_default=True)
 @click.option("--unknown-below", type=float, default=None, help="UNKNOWN threshold to use.")
@@ -87,6 +94,7 @@ def eval_seg(
     split: str,
     model: str,
     weights: Path | None,
+    average: bool,
     limit: int | None,
     bf16: bool,
     unknown_below: float | None,
@@ -101,7 +109,7 @@ def eval_seg(
     from semcodec.train.data import read_split
     from semcodec.train.seg import evaluate_persons, evaluate_seg
 
-    net = _seg_net(model, weights)
+    net = _seg_net(model, weights, average)
     if unknown_below is not None:  # on a copy: the bundle's network is shared in the process
         net = copy.deepcopy(net)
         net.cfg = replace(net.cfg, unknown_below=unknown_below)
@@ -171,8 +179,9 @@ def _photo_shares(net, folder: Path, limit: int | None) -> dict:
     return {"folder": str(folder), **evaluate_photos(net, [load_image(f).rgb for f in files])}
 
 
-def _seg_net(model: str, weights: Path | None):
-    """The segmentation network of a bundle name, or of a checkpoint or bundle file."""
+def _seg_net(model: str, weights: Path | None, average: bool = True):
+    """The segmentation network of a bundle name, or of a checkpoint (its moving average, or
+    with ``average`` off its last step) or bundle file."""
     from semcodec.zoo.bundles import load_bundle
 
     if weights is None:
@@ -181,7 +190,7 @@ def _seg_net(model: str, weights: Path | None):
     from semcodec.train.common import seg_config_of, seg_source
 
     net = build_segnet(seg_config_of(weights))
-    net.load_state_dict({k: v.float() for k, v in seg_source(weights)[0].items()})
+    net.load_state_dict({k: v.float() for k, v in seg_source(weights, average)[0].items()})
     return net
 
 

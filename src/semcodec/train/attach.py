@@ -19,7 +19,7 @@ import torch
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.enhance import build_enhance, to_integer
 from semcodec.models.segmentation import build_segnet
-from semcodec.train.common import seg_source
+from semcodec.train.common import seg_source, trained_weights
 from semcodec.train.enhance import load_shards, split_shards
 from semcodec.zoo.bundles import load_bundle, save_bundle
 
@@ -75,8 +75,8 @@ def attach(
         state = torch.load(enh_ckpt, map_location="cpu", weights_only=True)
         cfg = json.loads(state["config"])
         enhancer = build_enhance(cfg["model"])
-        averaged = "ema" in state  # a run that kept a moving average ships the average
-        enhancer.load_state_dict(state["ema"] if averaged else state["model"])
+        weights, averaged = trained_weights(state)  # a run's moving average where it kept one
+        enhancer.load_state_dict(weights)
         # fp16 in the bundle: the table is calibrated from the weights it ships
         enhancer.load_state_dict({k: v.half().float() for k, v in enhancer.state_dict().items()})
         _, held = (

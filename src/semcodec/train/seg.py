@@ -27,6 +27,8 @@ from semcodec.train.common import (
     RunClock,
     autocast,
     cleanup_distributed,
+    ema_start,
+    ema_update,
     load_checkpoint,
     poly_lr,
     save_checkpoint,
@@ -69,6 +71,7 @@ class SegTrainConfig:
     aspect: float = 0.0  # CamVid crops' width stretched by exp(U(-aspect, aspect)); 0: none
     blur: float = 0.0  # probability of a Gaussian blur of a CamVid crop (data.BLUR_SIGMA)
     ohem: float = 0.0  # >0: the loss keeps only this hardest share of the labelled pixels
+    ema: float = 0.0  # >0: also keep a moving average of the weights (decay a step), shipped
     # lite0: EfficientNets frozen, their features of cache_crops crops reused cache_epochs times
     freeze_backbone: bool = False
     cache_crops: int = 256
@@ -236,6 +239,7 @@ def train_seg(
         opt.load_state_dict(state["optim"])
         step = int(state["step"])
     model = DDP(net) if world > 1 else net
+    avg = ema_start(state, net) if cfg.ema > 0 else None
     aug = SegAugment(
         cfg.crop,
         scale=cfg.scale,
@@ -278,6 +282,8 @@ def train_seg(
                 )
             idx = plan.batch_indices(step)
             loss = cached_step(net, opt, cache, idx, weight, device, cfg.bf16, cfg.ohem)
+        if avg is not None:
+            ema_update(avg, net, cfg.ema)
         step += 1
         seen += cfg.batch * world
         prog.update(step, seen, loss=loss, lr=lr)
@@ -290,6 +296,7 @@ def train_seg(
             save_checkpoint(
                 ckpt_path,
                 {
+                    **({} if avg is None else {"ema": avg}),
                     "model": net.state_dict(),
                     "optim": opt.state_dict(),
                     "step": step,
@@ -515,6 +522,14 @@ def export_seg_weights(ckpt: Path, dest: Path) -> None:
     help="loss over only this hardest share of the labelled pixels; recipe B: 0.25",
 )
 @click.option(
+    "--ema",
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    default=0.0,
+    show_default=True,
+    help="keep a moving average of the weights with this decay a step (0.999: about the last "
+    "thousand steps); evaluation and export take it from the checkpoint",
+)
+@click.option(
     "--freeze-backbone",
     is_flag=True,
     help="lite0: EfficientNets frozen, the rest trained on their cached features",
@@ -552,6 +567,7 @@ def seg_command(
     aspect,
     blur,
     ohem,
+    ema,
     freeze_backbone,
     cache_crops,
     cache_epochs,
@@ -577,6 +593,7 @@ def seg_command(
         aspect=aspect,
         blur=blur,
         ohem=ohem,
+        ema=ema,
         freeze_backbone=freeze_backbone,
         cache_crops=cache_crops,
         cache_epochs=cache_epochs,
