@@ -445,13 +445,6 @@ def evaluate_photos(net: SegNet, images: list[np.ndarray]) -> dict:
     }
 
 
-def export_seg_weights(ckpt: Path, dest: Path) -> None:
-    """Write the fp16 model weights (no optimizer state) from a training checkpoint."""
-    state = torch.load(ckpt, map_location="cpu", weights_only=True)
-    half = {k: (v.half() if v.is_floating_point() else v) for k, v in state["model"].items()}
-    torch.save({"model": half, "step": state["step"], "hours": state.get("hours", 0.0)}, dest)
-
-
 @click.command("seg")
 @click.option(
     "--data",
