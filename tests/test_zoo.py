@@ -103,16 +103,16 @@ def test_weights_load_without_code_execution(tmp_path) -> None:
     assert isinstance(raised, ModelError), raised
 
 
-def test_registered_model_without_its_file_is_one_clear_error() -> None:
+def test_registered_model_without_its_file_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A registry entry whose weights file is gone: ModelError naming the file, not a crash."""
-    registry.register(
-        registry.BundleSpec("gone", seg="tiny", compnet="tiny", generator="tiny", weights="gone-0.pt")
+    spec = registry.BundleSpec(
+        "gone", seg="tiny", compnet="tiny", generator="tiny", weights="gone-0.pt"
     )
-    try:
-        with pytest.raises(ModelError, match="weights file gone-0.pt of model 'gone' is missing"):
-            zoo.load_bundle("gone")
-    finally:
-        registry.REGISTRY.pop("gone", None)
+    monkeypatch.setitem(registry.REGISTRY, "gone", spec)
+    with pytest.raises(ModelError, match="weights file gone-0.pt of model 'gone' is missing"):
+        zoo.load_bundle("gone")
 
 
 def test_tampered_weights_rejected(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -84,7 +84,7 @@ def ema_update(avg: dict[str, torch.Tensor], net: torch.nn.Module, decay: float)
     with torch.no_grad():
         for k, v in net.state_dict().items():
             if v.is_floating_point():
-                avg[k].mul_(decay).add_(v.detach().to(avg[k].dtype), alpha=1 - decay)
+                avg[k].mul_(decay).add_(v.detach(), alpha=1 - decay)
             else:
                 avg[k].copy_(v)
 
