@@ -405,6 +405,15 @@ def test_eval_seg_models_and_groups(work: Path):
     from semcodec.zoo.bundles import load_bundle
 
     assert load_bundle("tiny").seg.cfg.unknown_below != 1.0  # the process's network untouched
+    base = ["eval", "seg", "--data", str(data), "--model", "tiny", "--json"]
+    d = json.loads(run(*base, "--class-bias", "pole=50").stdout)
+    assert d["class_bias"] == {"pole": 50.0} and d["per_class_recall"]["pole"] == 1.0
+    assert load_bundle("tiny").seg.cfg.class_bias == ()
+    d = json.loads(run(*base, "--fit-bias").stdout)
+    assert [h["fitted_on"] for h in d["fitted_halves"]] == ["even", "odd"]
+    assert set(d["class_bias"]) <= set(d["per_class_iou"])
+    r = run(*base, "--class-bias", "lamp=1")
+    assert r.exit_code == 2 and "unknown class 'lamp'" in r.output
 
     r = run("models")
     assert r.exit_code == 0 and re.search(r"^default\s+[0-9a-f]{16}\s", r.stdout, re.M)

@@ -76,6 +76,17 @@ def eval_group() -> None:
 @click.option("--unknown-below", type=float, default=None, help="UNKNOWN threshold to use.")
 @click.option("--sweep", default="", help="Also score these UNKNOWN thresholds (comma-separated).")
 @click.option(
+    "--class-bias",
+    default=None,
+    metavar="CLASS=OFFSET,...",
+    help="Offsets added to the class scores before the decision (a bundle's own by default).",
+)
+@click.option(
+    "--fit-bias",
+    is_flag=True,
+    help="Fit the class offsets on this split (checked on its halves), then score with them.",
+)
+@click.option(
     "--persons",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -99,6 +110,8 @@ def eval_seg(
     bf16: bool,
     unknown_below: float | None,
     sweep: str,
+    class_bias: str | None,
+    fit_bias: bool,
     persons: Path | None,
     photos: Path | None,
     as_json: bool,
@@ -106,19 +119,33 @@ def eval_seg(
     """Per-class IoU and recall, mIoU, pixel accuracy, UNKNOWN share and speed on CamVid."""
     from dataclasses import replace
 
+    from semcodec.models.segmentation import with_class_bias
     from semcodec.train.data import read_split
     from semcodec.train.seg import evaluate_persons, evaluate_seg
 
-    net = _seg_net(model, weights, average)
-    if unknown_below is not None:  # on a copy: the bundle's network is shared in the process
-        net = copy.deepcopy(net)
+    offsets = None if class_bias is None else _class_bias(class_bias)
+    # on a copy: the bundle's network is shared in the process
+    net = copy.deepcopy(_seg_net(model, weights, average))
+    if unknown_below is not None:
         net.cfg = replace(net.cfg, unknown_below=unknown_below)
+    if offsets is not None:  # instead of the bundle's own ('' for none)
+        net.cfg = with_class_bias(replace(net.cfg, class_bias=()), offsets)
     images, labels = read_split(data, split)
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
+    fitted = None
+    if fit_bias:
+        from semcodec.train.decision import fit_report, pixel_scores
+
+        net.cfg = replace(net.cfg, class_bias=())
+        fitted = fit_report(pixel_scores(net, images, labels), net.cfg.unknown_below)
+        net.cfg = with_class_bias(net.cfg, fitted["class_bias"])
     ts = tuple(float(t) for t in sweep.split(",") if t.strip())
     result = evaluate_seg(net, images, labels, bf16=bf16, thresholds=ts)
     result = {"model": str(weights or model), "split": split, **result}
+    result["class_bias"] = _named_bias(net.cfg.class_bias)
+    if fitted is not None:
+        result["fitted_halves"] = fitted["halves"]
     if persons is not None:
         from semcodec.train.persons import read_person_set
 
@@ -194,6 +221,23 @@ def _seg_net(model: str, weights: Path | None, average: bool = True):
     return net
 
 
+def _class_bias(text: str) -> dict[str, float]:
+    """--class-bias's offsets, or a usage error that says what is wrong."""
+    from semcodec.models.segmentation import parse_class_bias
+
+    try:
+        return parse_class_bias(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--class-bias") from None
+
+
+def _named_bias(bias: tuple[float, ...]) -> dict[str, float]:
+    """The non-zero class offsets by class name."""
+    from semcodec.models.segmentation import CLASS_NAMES
+
+    return {n: v for n, v in zip(CLASS_NAMES, bias, strict=False) if v != 0}
+
+
 def _print_seg(result: dict) -> None:
     """The human-readable table of eval seg."""
     click.echo(f"model {result['model']}, split {result['split']}, {result['images']} images")
@@ -219,6 +263,15 @@ def _print_seg(result: dict) -> None:
                 reverse=True,
             )[:3]
             click.echo(f"    {name:<11} " + ", ".join(f"{k} {100 * v:.1f} %" for v, k in top))
+    if result.get("class_bias"):
+        offsets = ", ".join(f"{k} {v:+g}" for k, v in result["class_bias"].items())
+        click.echo(f"  class offsets {offsets}")
+    for half in result.get("fitted_halves", ()):
+        other = "odd" if half["fitted_on"] == "even" else "even"
+        click.echo(
+            f"  fitted on the {half['fitted_on']} frames, the {other} ones: mIoU "
+            f"{100 * half['miou_without']:6.2f} -> {100 * half['miou_with']:6.2f}"
+        )
     for t, r in result.get("sweep", {}).items():
         click.echo(
             f"  unknown below {t}: mIoU {100 * r['miou']:6.2f}, "

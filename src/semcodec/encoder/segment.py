@@ -141,12 +141,17 @@ def label_map(
     """uint8 labels (ceil(H/8), ceil(W/8)) of an (H,W,3) uint8 image: what the encoder stores."""
     x, to_grid = _working_input(seg, rgb)
     scores = to_grid(class_scores(seg, x, bf16, tiling, run))
-    return labels_of(scores[0], seg.cfg.unknown_below).astype(np.uint8)
+    return labels_of(scores[0], seg.cfg.unknown_below, seg.cfg.class_bias).astype(np.uint8)
 
 
-def labels_of(scores: torch.Tensor, unknown_below: float) -> np.ndarray:
-    """Class ids of (C, h, w) scores: the argmax, UNKNOWN where its probability is below the
-    network's threshold (a map that says it is unsure instead of guessing)."""
+def labels_of(
+    scores: torch.Tensor, unknown_below: float, class_bias: tuple[float, ...] = ()
+) -> np.ndarray:
+    """Class ids of (C, h, w) scores plus the network's class offsets: the argmax, UNKNOWN
+    where its probability is below the network's threshold (a map that says it is unsure
+    instead of guessing)."""
+    if class_bias:
+        scores = scores + torch.tensor(class_bias, dtype=scores.dtype)[:, None, None]
     labels = scores.argmax(0).numpy()
     if unknown_below > 0:
         top = torch.softmax(scores.float(), 0).amax(0).numpy()
@@ -162,4 +167,5 @@ def full_resolution_labels(seg: SegNet, rgb: np.ndarray, bf16: bool | None = Non
     scores = to_grid(class_scores(seg, x, bf16))
     grid = scores.shape[-2] * MULTIPLE, scores.shape[-1] * MULTIPLE
     scores = F.interpolate(scores, size=grid, mode="bilinear", align_corners=False)
-    return labels_of(scores[0, :, :h, :w], seg.cfg.unknown_below).astype(np.int64)
+    cfg = seg.cfg
+    return labels_of(scores[0, :, :h, :w], cfg.unknown_below, cfg.class_bias).astype(np.int64)

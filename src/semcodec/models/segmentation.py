@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,10 @@ class SegConfig:
     work_side: int = 0
     # a map position whose largest class probability is below this is UNKNOWN (0: never)
     unknown_below: float = 0.0
+    # per-class offsets added to the class scores before that decision (0 where absent): the
+    # training's class weights shift its priors, and a release's offsets, fitted on CamVid val
+    # (train.decision), shift them back; a bundle records them (`seg_class_bias` in its info)
+    class_bias: tuple[float, ...] = ()
 
 
 SEG_CONFIGS: dict[str, SegConfig] = {
@@ -305,6 +310,35 @@ class SegNet(nn.Module):
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """B9/B13: per-pixel probabilities at the input size."""
         return torch.softmax(self.forward(x), dim=1)
+
+
+def parse_class_bias(text: str) -> dict[str, float]:
+    """Class offsets written 'pole=0.75,road=-0.5' (the form `eval seg` and `train attach`
+    take); ValueError names what is wrong."""
+    bias: dict[str, float] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r} is not CLASS=OFFSET")
+        if name.strip() not in CLASS_NAMES:
+            raise ValueError(f"unknown class {name.strip()!r} (classes: {', '.join(CLASS_NAMES)})")
+        try:
+            bias[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"offset {value!r} of {name.strip()} is not a number") from None
+        if not math.isfinite(bias[name.strip()]):
+            raise ValueError(f"offset of {name.strip()} is not finite")
+    return bias
+
+
+def with_class_bias(cfg: SegConfig, bias: dict[str, float] | None) -> SegConfig:
+    """``cfg`` with a release's class offsets, given by class name (an unnamed class gets 0)."""
+    if not bias:
+        return cfg
+    unknown = sorted(set(bias) - set(CLASS_NAMES))
+    if unknown:
+        raise ValueError(f"unknown class in the class offsets: {', '.join(unknown)}")
+    return replace(cfg, class_bias=tuple(float(bias.get(n, 0.0)) for n in CLASS_NAMES))
 
 
 def build_segnet(name: str = "default") -> SegNet:

@@ -18,7 +18,7 @@ import torch
 
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.enhance import build_enhance, to_integer
-from semcodec.models.segmentation import build_segnet
+from semcodec.models.segmentation import build_segnet, parse_class_bias
 from semcodec.train.common import seg_source, trained_weights
 from semcodec.train.enhance import load_shards, split_shards
 from semcodec.zoo.bundles import load_bundle, save_bundle
@@ -46,15 +46,18 @@ def attach(
     enh_ckpt: Path | None,
     enh_data: Path | None,
     name: str = "default",
+    seg_bias: dict[str, float] | None = None,
 ) -> Path:
     """Write '<dest>/<name>-<sha8>.pt'; returns its path. The segmentation checkpoint is taken
     as a fine-tune of the source bundle's network (`train seg --init`): its steps and hours add
-    to the source's."""
+    to the source's. The map's class offsets are ``seg_bias`` where given; a new map network
+    drops the source's (they were fitted to its weights)."""
     src = load_bundle(str(source))
     spec = replace(src.spec, name=name, weights=None)
     info = dict(src.info)
     seg = src.seg
     if seg_ckpt is not None:
+        info.pop("seg_class_bias", None)
         weights, steps, hours = seg_source(seg_ckpt)
         seg = build_segnet(seg_config or spec.seg)
         seg.load_state_dict({k: v.float() for k, v in weights.items()})
@@ -91,6 +94,10 @@ def attach(
             enhance_recipe=cfg,
             enhance_held_out=json.loads(state.get("held_out", "{}")),
         )
+    if seg_bias is not None:
+        info.pop("seg_class_bias", None)
+        if seg_bias:
+            info["seg_class_bias"] = dict(seg_bias)
     fixed_state = src.fixed.state if src.fixed is not None else None
     return save_bundle(
         dest, spec, seg, src.comp, src.gen, src.compact_table, info, fixed_state, enhancer, table
@@ -116,8 +123,20 @@ def _reconfigured(seg, config: str):
     default=None,
     help="train enhance-data folder: its held-out pictures calibrate the integer grids",
 )
+@click.option(
+    "--seg-bias",
+    default=None,
+    metavar="CLASS=OFFSET,...",
+    help="the map's class offsets, as `eval seg --fit-bias` prints them ('' for none)",
+)
 @click.option("--name", default="default", show_default=True)
-def attach_command(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name):
+def attach_command(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, seg_bias, name):
     """Make a bundle from a shipped one with a new segmentation and/or enhancement network."""
+    try:
+        bias = None if seg_bias is None else parse_class_bias(seg_bias)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--seg-bias") from None
     dest.mkdir(parents=True, exist_ok=True)
-    click.echo(str(attach(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name)))
+    click.echo(
+        str(attach(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name, bias))
+    )

@@ -352,11 +352,13 @@ def image_scores(net: SegNet, img: np.ndarray, bf16: bool = False) -> torch.Tens
     return scores[0, :, :h, :w]
 
 
-def confusion_from(scores: torch.Tensor, lab: np.ndarray, unknown_below: float) -> np.ndarray:
+def confusion_from(
+    scores: torch.Tensor, lab: np.ndarray, unknown_below: float, class_bias: tuple[float, ...] = ()
+) -> np.ndarray:
     """(classes, classes + 1) counts: true class by predicted class or UNKNOWN (last column)."""
     from semcodec.encoder.segment import labels_of
 
-    pred = labels_of(scores, unknown_below).astype(np.int64)
+    pred = labels_of(scores, unknown_below, class_bias).astype(np.int64)
     valid = lab != VOID
     n = NUM_CLASSES + 1
     return np.bincount(n * lab[valid].astype(np.int64) + pred[valid], minlength=NUM_CLASSES * n)[
@@ -397,7 +399,7 @@ def evaluate_seg(
     for img, lab in zip(images, labels, strict=True):
         scores = image_scores(net, img, bf16)
         for conf, t in zip(confs, ts, strict=True):
-            conf += confusion_from(scores, lab, t)
+            conf += confusion_from(scores, lab, t, net.cfg.class_bias)
     dt = time.time() - t0
     out = {**scores_of_conf(confs[0]), "images_per_s": len(images) / dt, "images": len(images)}
     out["unknown_below"] = ts[0]
@@ -417,7 +419,7 @@ def evaluate_persons(net: SegNet, images: list[np.ndarray], masks: list[np.ndarr
     for img, mask in zip(images, masks, strict=True):
         from semcodec.encoder.segment import labels_of
 
-        pred = labels_of(image_scores(net, img), net.cfg.unknown_below)
+        pred = labels_of(image_scores(net, img), net.cfg.unknown_below, net.cfg.class_bias)
         hit = pred == PERSON
         inter += int((hit & mask).sum())
         union += int((hit | mask).sum())
@@ -435,7 +437,7 @@ def evaluate_photos(net: SegNet, images: list[np.ndarray]) -> dict:
     net.eval()
     counts = np.zeros(NUM_CLASSES + 1, np.int64)
     for img in images:
-        pred = labels_of(image_scores(net, img), net.cfg.unknown_below)
+        pred = labels_of(image_scores(net, img), net.cfg.unknown_below, net.cfg.class_bias)
         counts += np.bincount(np.minimum(pred, NUM_CLASSES).ravel(), minlength=NUM_CLASSES + 1)
     total = max(1, int(counts.sum()))
     return {

@@ -28,7 +28,7 @@ from semcodec.models.compnet import COMPNET_CONFIGS, CompNet, CompNetConfig
 from semcodec.models.context_model import ContextModel
 from semcodec.models.enhance import EnhanceNet, build_enhance, to_integer
 from semcodec.models.generator import GENERATOR_CONFIGS, Generator
-from semcodec.models.segmentation import SEG_CONFIGS, SegNet
+from semcodec.models.segmentation import SEG_CONFIGS, SegConfig, SegNet, with_class_bias
 from semcodec.runtime import single_thread
 from semcodec.zoo.registry import (
     REGISTRY,
@@ -262,14 +262,16 @@ def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
         raise ModelError(f"model weights {path.name} do not match their recorded hash {h[:8]}")
     enh_table = _load_enh_table(spec, obj, path.name)
     name = path.name
+    info = json.loads(obj["info"])
+    seg_cfg = _seg_config(spec.seg, info, name)
     return ModelBundle(
         spec,
-        _network_from_state(obj, "seg", lambda: SegNet(SEG_CONFIGS[spec.seg]), name),
+        _network_from_state(obj, "seg", lambda: SegNet(seg_cfg), name),
         _network_from_state(obj, "comp", lambda: CompNet(comp_cfg), name),
         _network_from_state(obj, "gen", lambda: Generator(GENERATOR_CONFIGS[spec.generator]), name),
         table,
         h,
-        json.loads(obj["info"]),
+        info,
         _from_state(obj, "gen_fixed", lambda st: _load_fixed(st, name)),
         _from_state(obj, "enhance", lambda st: _load_enhancer(spec, st, name)),
         enh_table,
@@ -286,6 +288,14 @@ def _from_state(obj: dict, key: str, make: Callable[[Any], Any]) -> Deferred:
         return out
 
     return Deferred(build)
+
+
+def _seg_config(config: str, info: dict, name: str) -> SegConfig:
+    """The map network's registered configuration with the class offsets its file records."""
+    try:
+        return with_class_bias(SEG_CONFIGS[config], info.get("seg_class_bias"))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ModelError(f"model weights {name}: bad segmentation class offsets ({exc})") from None
 
 
 def _network_from_state(
