@@ -107,3 +107,21 @@ def test_enhance_adapt_measure() -> None:
     for kind in module.KINDS:
         assert row[kind]["bytes"] > 0 and np.isfinite(row[kind]["psnr"])
     assert "| 9 | 0 |" in module.table([row])
+
+
+def test_map_ceiling_of_a_thin_class() -> None:
+    """map_ceiling: a pole two pixels wide never holds a cell's largest share, so the 1/8 oracle
+    misses it, until its share is scaled up; the road around it is always found."""
+    import torch
+
+    from semcodec.models.segmentation import CLASS_NAMES, NUM_CLASSES
+
+    module = load(TOOLS / "map_ceiling.py")
+    pole, road = CLASS_NAMES.index("pole"), CLASS_NAMES.index("road")
+    lab = np.full((64, 64), road, np.uint8)
+    lab[:, 19:21] = pole
+    plain = module.ceiling([lab], torch.ones(NUM_CLASSES))
+    assert plain["pole"] == 0.0 and plain["road"] > 0.95
+    boost = torch.ones(NUM_CLASSES)
+    boost[pole] = 4.0
+    assert module.ceiling([lab], boost)["pole"] > 0.3
