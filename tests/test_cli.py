@@ -411,6 +411,7 @@ def test_eval_seg_models_and_groups(work: Path):
     assert load_bundle("tiny").seg.cfg.class_bias == ()
     d = json.loads(run(*base, "--fit-bias").stdout)
     assert [h["fitted_on"] for h in d["fitted_halves"]] == ["even", "odd"]
+    assert d["miou"] >= d["miou_without_bias"] - 1e-9  # fitted on these frames: never worse
     assert set(d["class_bias"]) <= set(d["per_class_iou"])
     r = run(*base, "--class-bias", "lamp=1")
     assert r.exit_code == 2 and "unknown class 'lamp'" in r.output

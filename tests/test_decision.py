@@ -54,6 +54,7 @@ def test_the_fit_finds_the_shift_and_pays_on_the_other_half() -> None:
     )
     report = fit_report(px, 0.5)
     assert report["class_bias"]["pole"] == pytest.approx(float(bias[POLE]))
+    assert report["miou_without"] == pytest.approx(_miou(px.labels, decide(px.scores, zero, 0.5)))
     for half in report["halves"]:
         assert half["miou_with"] > half["miou_without"] + 0.01
 

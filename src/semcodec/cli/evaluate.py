@@ -146,6 +146,7 @@ def eval_seg(
     result["class_bias"] = _named_bias(net.cfg.class_bias)
     if fitted is not None:
         result["fitted_halves"] = fitted["halves"]
+        result["miou_without_bias"] = fitted["miou_without"]
     if persons is not None:
         from semcodec.train.persons import read_person_set
 
@@ -266,6 +267,8 @@ def _print_seg(result: dict) -> None:
     if result.get("class_bias"):
         offsets = ", ".join(f"{k} {v:+g}" for k, v in result["class_bias"].items())
         click.echo(f"  class offsets {offsets}")
+    if "miou_without_bias" in result:
+        click.echo(f"  mIoU without the offsets {100 * result['miou_without_bias']:6.2f}")
     for half in result.get("fitted_halves", ()):
         other = "odd" if half["fitted_on"] == "even" else "even"
         click.echo(

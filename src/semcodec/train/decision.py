@@ -126,4 +126,5 @@ def fit_report(px: PixelScores, unknown_below: float) -> dict:
     return {
         "class_bias": {n: float(v) for n, v in zip(CLASS_NAMES, bias, strict=True) if v != 0},
         "halves": halves,
+        "miou_without": _miou(px.labels, decide(px.scores, 0 * bias, unknown_below)),
     }
