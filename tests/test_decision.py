@@ -99,6 +99,12 @@ def test_a_bundle_carries_its_offsets_into_the_map(tmp_path) -> None:
     rgb = np.random.default_rng(0).integers(0, 255, (32, 48, 3), dtype=np.uint8)
     assert (label_map(plain.seg, rgb, bf16=False) != POLE).any()
     assert (label_map(biased.seg, rgb, bf16=False) == POLE).all()
+    # the bundle file as eval seg --weights and the codec training's maps take it
+    from semcodec.train.codec import load_seg
+    from semcodec.train.common import seg_net_of
+
+    for net in (seg_net_of(path), load_seg(path, synthetic=False)):
+        assert net.cfg.class_bias == biased.seg.cfg.class_bias and net is not biased.seg
 
     ckpt = tmp_path / "seg.pt"
     torch.save({"model": plain.seg.state_dict(), "step": 1, "hours": 0.1, "config": "{}"}, ckpt)

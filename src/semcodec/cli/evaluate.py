@@ -214,12 +214,9 @@ def _seg_net(model: str, weights: Path | None, average: bool = True):
 
     if weights is None:
         return load_bundle(model).seg
-    from semcodec.models.segmentation import build_segnet
-    from semcodec.train.common import seg_config_of, seg_source
+    from semcodec.train.common import seg_net_of
 
-    net = build_segnet(seg_config_of(weights))
-    net.load_state_dict({k: v.float() for k, v in seg_source(weights, average)[0].items()})
-    return net
+    return seg_net_of(weights, average)
 
 
 def _class_bias(text: str) -> dict[str, float]:

@@ -38,7 +38,7 @@ from semcodec.train.common import (
     cleanup_distributed,
     load_checkpoint,
     save_checkpoint,
-    seg_config_of,
+    seg_net_of,
     seg_source,
     setup_distributed,
 )
@@ -141,12 +141,15 @@ def train_codec(
 
 
 def load_seg(seg_weights: Path | None, synthetic: bool) -> SegNet:
-    """The segmentation net that makes the training maps (its checkpoint's configuration)."""
-    seg_config = "default" if seg_weights is None else seg_config_of(seg_weights)
-    seg = build_segnet("tiny" if synthetic else seg_config)
-    if seg_weights is not None:
+    """The segmentation net that makes the training maps (a checkpoint's, or a bundle's with
+    its class offsets: the maps its encoder makes)."""
+    if seg_weights is None:
+        return build_segnet("tiny" if synthetic else "default")
+    if synthetic:
+        seg = build_segnet("tiny")
         seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
-    return seg
+        return seg
+    return seg_net_of(seg_weights)
 
 
 def make_nets(cfg: CodecTrainConfig, device: torch.device) -> CodecNets:

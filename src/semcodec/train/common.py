@@ -123,6 +123,26 @@ def seg_source(path: Path, average: bool = True) -> tuple[dict[str, torch.Tensor
     )
 
 
+def seg_net_of(path: Path, average: bool = True):
+    """The map network of a training checkpoint (its moving average where it kept one, unless
+    ``average`` is off; no class offsets: a release fits them) or of a bundle file (a copy,
+    with the offsets the bundle records)."""
+    import copy
+    import json
+
+    from semcodec.models.segmentation import build_segnet
+
+    state = _load_weights(path)
+    if "model" not in state:
+        from semcodec.zoo.bundles import load_bundle
+
+        return copy.deepcopy(load_bundle(str(path)).seg)
+    net = build_segnet(str(json.loads(state.get("config", "{}")).get("model", "default")))
+    weights, _ = trained_weights(state, average)
+    net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
+    return net
+
+
 def seg_config_of(path: Path) -> str:
     """The segmentation configuration of a training checkpoint or bundle (its recorded name)."""
     import json
