@@ -123,3 +123,33 @@ def test_a_bundle_with_bad_offsets_is_refused(tmp_path) -> None:
     )
     with pytest.raises(ModelError, match="bad segmentation class offsets.*lamp"):
         _ = load_bundle(str(path)).seg
+
+
+def test_attach_counts_a_run_of_its_own_apart_from_a_fine_tune(tmp_path) -> None:
+    """A map network trained from ImageNet brings its own steps and hours, not the source's
+    plus its own; a fine-tune of the source adds to them."""
+    import json
+
+    from semcodec.train.attach import attach
+    from semcodec.zoo.bundles import load_bundle
+
+    src = load_bundle("tiny")
+    info = {"seg_steps": 1000, "seg_hours": 2.0}
+    base = save_bundle_with(tmp_path / "src", src, info)
+    for init, steps in (("", 7), ("runs/earlier.pt", 1007)):
+        ckpt = tmp_path / f"seg-{steps}.pt"
+        cfg = json.dumps({"model": "tiny", "init": init, "imagenet": True})
+        torch.save({"model": src.seg.state_dict(), "step": 7, "hours": 0.5, "config": cfg}, ckpt)
+        out = tmp_path / f"out-{steps}"
+        out.mkdir()
+        got = load_bundle(str(attach(str(base), out, ckpt, None, None, None, "tiny"))).info
+        assert got["seg_steps"] == steps
+        assert got["seg_from"] == ("imagenet" if not init else f"tiny-{load_bundle(str(base)).hash[:8]}")
+
+
+def save_bundle_with(folder, src, info):
+    """The tiny bundle saved with the given info."""
+    from semcodec.zoo.bundles import save_bundle
+
+    folder.mkdir()
+    return save_bundle(folder, src.spec, src.seg, src.comp, src.gen, src.compact_table, info)

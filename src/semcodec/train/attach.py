@@ -19,7 +19,7 @@ import torch
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.enhance import build_enhance, to_integer
 from semcodec.models.segmentation import build_segnet, parse_class_bias
-from semcodec.train.common import seg_source, trained_weights
+from semcodec.train.common import seg_source, seg_start_of, trained_weights
 from semcodec.train.enhance import load_shards, split_shards
 from semcodec.zoo.bundles import load_bundle, save_bundle
 
@@ -48,10 +48,11 @@ def attach(
     name: str = "default",
     seg_bias: dict[str, float] | None = None,
 ) -> Path:
-    """Write '<dest>/<name>-<sha8>.pt'; returns its path. The segmentation checkpoint is taken
-    as a fine-tune of the source bundle's network (`train seg --init`): its steps and hours add
-    to the source's. The map's class offsets are ``seg_bias`` where given; a new map network
-    drops the source's (they were fitted to its weights)."""
+    """Write '<dest>/<name>-<sha8>.pt'; returns its path. A segmentation checkpoint that
+    fine-tuned the source bundle's network (`train seg --init`) adds its steps and hours to
+    the source's; one from a run of its own (from ImageNet) brings only its own. The map's
+    class offsets are ``seg_bias`` where given; a new map network drops the source's (they
+    were fitted to its weights)."""
     src = load_bundle(str(source))
     spec = replace(src.spec, name=name, weights=None)
     info = dict(src.info)
@@ -61,14 +62,19 @@ def attach(
         weights, steps, hours = seg_source(seg_ckpt)
         seg = build_segnet(seg_config or spec.seg)
         seg.load_state_dict({k: v.float() for k, v in weights.items()})
-        # a fine-tune of the source's network (train seg --init): the totals stay cumulative
-        info.update(
-            seg_steps=int(info.get("seg_steps", 0)) + steps,
-            seg_hours=float(info.get("seg_hours", 0.0)) + hours,
-            seg_finetune_steps=steps,
-            seg_finetune_hours=hours,
-            seg_from=f"{src.name}-{src.hash[:8]}",
-        )
+        start = seg_start_of(seg_ckpt)
+        if start in ("imagenet", "random"):  # a run of its own: its totals are the network's
+            for key in ("seg_finetune_steps", "seg_finetune_hours"):
+                info.pop(key, None)
+            info.update(seg_steps=steps, seg_hours=hours, seg_from=start)
+        else:  # a fine-tune of the source's network (train seg --init): totals accumulate
+            info.update(
+                seg_steps=int(info.get("seg_steps", 0)) + steps,
+                seg_hours=float(info.get("seg_hours", 0.0)) + hours,
+                seg_finetune_steps=steps,
+                seg_finetune_hours=hours,
+                seg_from=f"{src.name}-{src.hash[:8]}",
+            )
     if seg_config:
         seg = seg if seg_ckpt is not None else _reconfigured(src.seg, seg_config)
         spec = replace(spec, seg=seg_config)

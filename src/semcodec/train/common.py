@@ -143,6 +143,19 @@ def seg_net_of(path: Path, average: bool = True):
     return net
 
 
+def seg_start_of(path: Path) -> str:
+    """Where a map network's training checkpoint started: 'imagenet' or 'random' for a run of
+    its own, otherwise what it fine-tuned ('' where it does not say: a bundle file, or a
+    checkpoint older than the record, taken as a fine-tune)."""
+    import json
+
+    state = _load_weights(path)
+    cfg = json.loads(state.get("config", "{}")) if "model" in state else {}
+    if "init" not in cfg or cfg["init"]:
+        return str(cfg.get("init", ""))
+    return "imagenet" if cfg.get("imagenet", True) else "random"
+
+
 def seg_config_of(path: Path) -> str:
     """The segmentation configuration of a training checkpoint or bundle (its recorded name)."""
     import json
