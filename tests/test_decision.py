@@ -79,7 +79,7 @@ def test_offsets_are_parsed_by_class_name() -> None:
         ("lamp=1", "unknown class 'lamp'"),
         ("pole", "not CLASS=OFFSET"),
         ("pole=x", "not a number"),
-        ("pole=nan", "not finite"),
+        ("pole=nan", "not a finite number"),
     ):
         with pytest.raises(ValueError, match=words):
             parse_class_bias(bad)
@@ -122,6 +122,12 @@ def test_a_bundle_with_bad_offsets_is_refused(tmp_path) -> None:
         {"seg_class_bias": {"lamp": 1.0}},
     )
     with pytest.raises(ModelError, match="bad segmentation class offsets.*lamp"):
+        _ = load_bundle(str(path)).seg
+    path = save_bundle(
+        tmp_path / "nan", src.spec, src.seg, src.comp, src.gen, src.compact_table,
+        {"seg_class_bias": {"pole": float("nan")}},
+    )
+    with pytest.raises(ModelError, match="bad segmentation class offsets.*pole"):
         _ = load_bundle(str(path)).seg
 
 

@@ -317,27 +317,31 @@ def parse_class_bias(text: str) -> dict[str, float]:
     take); ValueError names what is wrong."""
     bias: dict[str, float] = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
-        name, sep, value = item.partition("=")
+        name, sep, value = (part.strip() for part in item.partition("="))
         if not sep:
             raise ValueError(f"{item!r} is not CLASS=OFFSET")
-        if name.strip() not in CLASS_NAMES:
-            raise ValueError(f"unknown class {name.strip()!r} (classes: {', '.join(CLASS_NAMES)})")
         try:
-            bias[name.strip()] = float(value)
+            bias[name] = float(value)
         except ValueError:
-            raise ValueError(f"offset {value!r} of {name.strip()} is not a number") from None
-        if not math.isfinite(bias[name.strip()]):
-            raise ValueError(f"offset of {name.strip()} is not finite")
+            raise ValueError(f"offset {value!r} of {name} is not a number") from None
+    checked_bias(bias)
     return bias
+
+
+def checked_bias(bias: dict[str, float]) -> None:
+    """ValueError unless every key is a class name and every offset a finite number."""
+    for name, value in bias.items():
+        if name not in CLASS_NAMES:
+            raise ValueError(f"unknown class {name!r} (classes: {', '.join(CLASS_NAMES)})")
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"offset of {name} is not a finite number")
 
 
 def with_class_bias(cfg: SegConfig, bias: dict[str, float] | None) -> SegConfig:
     """``cfg`` with a release's class offsets, given by class name (an unnamed class gets 0)."""
     if not bias:
         return cfg
-    unknown = sorted(set(bias) - set(CLASS_NAMES))
-    if unknown:
-        raise ValueError(f"unknown class in the class offsets: {', '.join(unknown)}")
+    checked_bias(bias)
     return replace(cfg, class_bias=tuple(float(bias.get(n, 0.0)) for n in CLASS_NAMES))
 
 
