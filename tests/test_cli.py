@@ -410,7 +410,7 @@ def test_eval_seg_models_and_groups(work: Path):
     assert d["class_bias"] == {"pole": 50.0} and d["per_class_recall"]["pole"] == 1.0
     assert load_bundle("tiny").seg.cfg.class_bias == ()
     d = json.loads(run(*base, "--fit-bias").stdout)
-    assert [h["fitted_on"] for h in d["fitted_halves"]] == ["even", "odd"]
+    assert [h["fitted_on"] for h in d["fitted_halves"]] == ["first half", "second half"]
     assert d["miou"] >= d["miou_without_bias"] - 1e-9  # fitted on these frames: never worse
     assert set(d["class_bias"]) <= set(d["per_class_iou"])
     r = run(*base, "--class-bias", "lamp=1")

@@ -41,11 +41,14 @@ def _shifted_pixels(n: int = 20000, shift: float = 1.5, seed: int = 0) -> PixelS
         truth, NUM_CLASSES
     )
     scores[:, POLE] -= shift
-    return PixelScores(scores, truth, torch.arange(n) % 10)
+    return PixelScores(scores, truth, torch.arange(n) // (n // 10))
 
 
 def test_the_fit_finds_the_shift_and_pays_on_the_other_half() -> None:
     px = _shifted_pixels()
+    # the halves are two stretches of the frames, not alternate frames
+    assert set(px.half(0).frame.tolist()) == set(range(5))
+    assert set(px.half(1).frame.tolist()) == set(range(5, 10))
     bias = fit_class_bias(px, 0.5)
     assert 1.0 <= float(bias[POLE]) <= 2.0  # the 1.5 taken out, to the fit's 0.25 steps
     zero = torch.zeros(NUM_CLASSES)

@@ -84,7 +84,7 @@ def eval_group() -> None:
 @click.option(
     "--fit-bias",
     is_flag=True,
-    help="Fit the class offsets on this split (checked on its halves), then score with them.",
+    help="Fit the class offsets on this split (checked on its two halves), then score with them.",
 )
 @click.option(
     "--persons",
@@ -267,9 +267,9 @@ def _print_seg(result: dict) -> None:
     if "miou_without_bias" in result:
         click.echo(f"  mIoU without the offsets {100 * result['miou_without_bias']:6.2f}")
     for half in result.get("fitted_halves", ()):
-        other = "odd" if half["fitted_on"] == "even" else "even"
+        other = "second" if half["fitted_on"] == "first half" else "first"
         click.echo(
-            f"  fitted on the {half['fitted_on']} frames, the {other} ones: mIoU "
+            f"  fitted on the {half['fitted_on']} of the frames, the {other} half: mIoU "
             f"{100 * half['miou_without']:6.2f} -> {100 * half['miou_with']:6.2f}"
         )
     for t, r in result.get("sweep", {}).items():

@@ -29,9 +29,11 @@ class PixelScores:
     labels: torch.Tensor  # (N,) int64, true class
     frame: torch.Tensor  # (N,) int64, index of the pixel's frame
 
-    def half(self, parity: int) -> PixelScores:
-        """The pixels of the even (0) or odd (1) frames."""
-        keep = self.frame % 2 == parity
+    def half(self, second: int) -> PixelScores:
+        """The pixels of the first (0) or the second (1) half of the frames, in their order:
+        the frames of a video, so the halves are two stretches of a drive (alternate frames
+        would be near copies of each other)."""
+        keep = (self.frame >= (int(self.frame.max()) + 1) // 2) == bool(second)
         return PixelScores(self.scores[keep], self.labels[keep], self.frame[keep])
 
 
@@ -109,15 +111,16 @@ def fit_class_bias(px: PixelScores, unknown_below: float) -> torch.Tensor:
 
 
 def fit_report(px: PixelScores, unknown_below: float) -> dict:
-    """Offsets fitted on all the frames, and the check on halves: fitted on the even frames and
-    scored on the odd ones, and the other way round (what they are worth on unseen frames)."""
+    """Offsets fitted on all the frames, and the check on halves: fitted on the first half of
+    the frames and scored on the second, and the other way round (what they are worth on
+    frames they were not fitted on)."""
     halves = []
     for fit_on, score_on in ((0, 1), (1, 0)):
         bias = fit_class_bias(px.half(fit_on), unknown_below)
         held = px.half(score_on)
         halves.append(
             {
-                "fitted_on": ("even", "odd")[fit_on],
+                "fitted_on": ("first half", "second half")[fit_on],
                 "miou_without": _miou(held.labels, decide(held.scores, 0 * bias, unknown_below)),
                 "miou_with": _miou(held.labels, decide(held.scores, bias, unknown_below)),
             }
