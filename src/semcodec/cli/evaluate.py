@@ -138,7 +138,7 @@ def eval_seg(
         from semcodec.train.decision import fit_report, pixel_scores
 
         net.cfg = replace(net.cfg, class_bias=())
-        fitted = fit_report(pixel_scores(net, images, labels), net.cfg.unknown_below)
+        fitted = fit_report(pixel_scores(net, images, labels, bf16), net.cfg.unknown_below)
         net.cfg = with_class_bias(net.cfg, fitted["class_bias"])
     ts = tuple(float(t) for t in sweep.split(",") if t.strip())
     result = evaluate_seg(net, images, labels, bf16=bf16, thresholds=ts)

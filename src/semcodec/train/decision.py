@@ -38,7 +38,9 @@ class PixelScores:
 
 
 @torch.no_grad()
-def pixel_scores(net: SegNet, images: np.ndarray, labels: np.ndarray) -> PixelScores:
+def pixel_scores(
+    net: SegNet, images: np.ndarray, labels: np.ndarray, bf16: bool = False
+) -> PixelScores:
     """Full-resolution class scores (train.seg.image_scores) of the labelled pixels."""
     from semcodec.train.seg import image_scores
 
@@ -46,7 +48,7 @@ def pixel_scores(net: SegNet, images: np.ndarray, labels: np.ndarray) -> PixelSc
     scores, truth, frame = [], [], []
     for i, (img, lab) in enumerate(zip(images, labels, strict=True)):
         valid = torch.from_numpy(lab != VOID)
-        s = image_scores(net, img)
+        s = image_scores(net, img, bf16)
         scores.append(s[:, valid].T.contiguous())
         truth.append(torch.from_numpy(lab[lab != VOID].astype(np.int64)))
         frame.append(torch.full((int(valid.sum()),), i, dtype=torch.int64))
