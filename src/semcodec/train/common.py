@@ -123,12 +123,18 @@ def seg_source(path: Path, average: bool = True) -> tuple[dict[str, torch.Tensor
     )
 
 
+def _recipe(state: dict) -> dict:
+    """The recipe a training checkpoint records (empty for a bundle file)."""
+    import json
+
+    return json.loads(state.get("config", "{}")) if "model" in state else {}
+
+
 def seg_net_of(path: Path, average: bool = True):
     """The map network of a training checkpoint (its moving average where it kept one, unless
     ``average`` is off; no class offsets: a release fits them) or of a bundle file (a copy,
     with the offsets the bundle records)."""
     import copy
-    import json
 
     from semcodec.models.segmentation import build_segnet
 
@@ -137,7 +143,7 @@ def seg_net_of(path: Path, average: bool = True):
         from semcodec.zoo.bundles import load_bundle
 
         return copy.deepcopy(load_bundle(str(path)).seg)
-    net = build_segnet(str(json.loads(state.get("config", "{}")).get("model", "default")))
+    net = build_segnet(str(_recipe(state).get("model", "default")))
     weights, _ = trained_weights(state, average)
     net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
     return net
@@ -147,10 +153,7 @@ def seg_start_of(path: Path) -> str:
     """Where a map network's training checkpoint started: 'imagenet' or 'random' for a run of
     its own, otherwise what it fine-tuned ('' where it does not say: a bundle file, or a
     checkpoint older than the record, taken as a fine-tune)."""
-    import json
-
-    state = _load_weights(path)
-    cfg = json.loads(state.get("config", "{}")) if "model" in state else {}
+    cfg = _recipe(_load_weights(path))
     if "init" not in cfg or cfg["init"]:
         return str(cfg.get("init", ""))
     return "imagenet" if cfg.get("imagenet", True) else "random"
@@ -158,11 +161,10 @@ def seg_start_of(path: Path) -> str:
 
 def seg_config_of(path: Path) -> str:
     """The segmentation configuration of a training checkpoint or bundle (its recorded name)."""
-    import json
 
     state = _load_weights(path)
     if "model" in state:
-        return str(json.loads(state.get("config", "{}")).get("model", "default"))
+        return str(_recipe(state).get("model", "default"))
     from semcodec.zoo.bundles import load_bundle
 
     return load_bundle(str(path)).spec.seg

@@ -56,23 +56,21 @@ def pixel_scores(
 
 
 def _miou(truth: torch.Tensor, pred: torch.Tensor) -> float:
-    """mIoU of predictions (NUM_CLASSES is UNKNOWN, a miss of its true class)."""
+    """mIoU of predictions (NUM_CLASSES is UNKNOWN, a miss of its true class), as eval seg
+    scores a confusion (train.seg.scores_of_conf)."""
+    from semcodec.train.seg import scores_of_conf
+
     n = NUM_CLASSES + 1
     conf = torch.bincount(truth * n + pred, minlength=NUM_CLASSES * n).reshape(NUM_CLASSES, n)
-    inter = conf.diagonal().double()
-    union = conf.sum(1) + conf[:, :NUM_CLASSES].sum(0) - inter
-    return float((inter / union.clamp(min=1)).mean())
+    return scores_of_conf(conf.numpy())["miou"]
 
 
 def decide(scores: torch.Tensor, bias: torch.Tensor, unknown_below: float) -> torch.Tensor:
-    """labels_of's rule on (N, C) scores: the argmax of scores + bias, UNKNOWN where the top
-    probability is below ``unknown_below``."""
-    s = scores + bias
-    pred = s.argmax(1)
-    if unknown_below > 0:
-        top = torch.softmax(s, 1).amax(1)
-        pred = torch.where(top < unknown_below, NUM_CLASSES, pred)
-    return pred
+    """The map's decision (segment.labels_of) on (N, C) scores with offsets ``bias``."""
+    from semcodec.encoder.segment import labels_of
+
+    labels = labels_of(scores.T[:, :, None], unknown_below, tuple(bias.tolist()))
+    return torch.from_numpy(labels[:, 0].astype(np.int64))
 
 
 def _sweep_class(
