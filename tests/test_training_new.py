@@ -312,3 +312,24 @@ def test_eval_enhance_scores_the_held_out_pictures_in_three_forms(tmp_path) -> N
     assert r["fitted_gain"] >= r["integer_gain"] and r["fitted_gain"] >= -1e-9
     none = CliRunner().invoke(cli, [*args, "--hold-out", "0"])
     assert none.exit_code != 0 and "no held-out photos" in none.output
+
+
+def test_seg_class_weight_power_reaches_the_loss_and_the_recipe(tmp_path, one_thread) -> None:
+    """`train seg --class-weight-power` is recorded in the checkpoint's recipe and changes
+    the steps taken (0: plain cross-entropy; 1: full median-frequency balancing)."""
+    from click.testing import CliRunner
+
+    from semcodec.train.seg import seg_command
+
+    def run(power: str) -> dict:
+        out = tmp_path / power
+        args = ["--synthetic", "--model", "tiny", "--iters", "2", "--batch", "2",
+                "--crop", "32x32", "--no-bf16", "--class-weight-power", power, "--out", str(out)]  # fmt: skip
+        result = CliRunner().invoke(seg_command, args)
+        assert result.exit_code == 0, result.output
+        return torch.load(out / "seg-checkpoint.pt", weights_only=True)
+
+    plain, full = run("0"), run("1")
+    assert json.loads(plain["config"])["class_weight_power"] == 0.0
+    assert json.loads(full["config"])["class_weight_power"] == 1.0
+    assert any(not torch.equal(plain["model"][k], full["model"][k]) for k in plain["model"])

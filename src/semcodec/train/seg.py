@@ -525,6 +525,14 @@ def evaluate_photos(net: SegNet, images: list[np.ndarray]) -> dict:
     "thousand steps); evaluation and export take it from the checkpoint",
 )
 @click.option(
+    "--class-weight-power",
+    type=click.FloatRange(0.0, 2.0),
+    default=0.5,
+    show_default=True,
+    help="class weights (median frequency / frequency) to this power; 1: full balancing, "
+    "0: none (plain cross-entropy)",
+)
+@click.option(
     "--freeze-backbone",
     is_flag=True,
     help="lite0: EfficientNets frozen, the rest trained on their cached features",
@@ -563,6 +571,7 @@ def seg_command(
     blur,
     ohem,
     ema,
+    class_weight_power,
     freeze_backbone,
     cache_crops,
     cache_epochs,
@@ -589,6 +598,7 @@ def seg_command(
         blur=blur,
         ohem=ohem,
         ema=ema,
+        class_weight_power=class_weight_power,
         freeze_backbone=freeze_backbone,
         cache_crops=cache_crops,
         cache_epochs=cache_epochs,
