@@ -391,3 +391,26 @@ def test_resume_keeps_adam_moments_under_the_new_learning_rate(capsys) -> None:
     assert "optimiser state reset" in capsys.readouterr().out
     warm_up(g, (1.0, 10.0), 0, 4)  # the first step after a resume: a quarter of the rate
     assert [p["lr"] for p in g.param_groups] == [0.25, 2.5]
+
+
+def test_export_writes_into_a_new_dest_folder(tmp_path) -> None:
+    """`train export --dest DIR` with DIR not there yet makes the folder and writes
+    DIR/<name>-<sha8>.pt into it, not a bundle file named DIR."""
+    import json
+
+    from semcodec.train.codec import CodecTrainConfig, train_codec
+    from semcodec.train.export import export_bundle
+    from semcodec.zoo.bundles import load_bundle
+
+    cfg = CodecTrainConfig(
+        compnet="tiny", generator="tiny", discriminator="tiny", iters=1, batch=2, crop=32,
+        warmup=1, bf16=False,
+    )  # fmt: skip
+    train_codec(cfg, None, None, None, tmp_path / "codec", resume=False, synthetic=True)
+    seg_ckpt = tmp_path / "seg.pt"
+    seg = load_bundle("tiny").seg
+    torch.save({"model": seg.state_dict(), "config": json.dumps({"model": "tiny"})}, seg_ckpt)
+    dest = tmp_path / "new" / "bundles"
+    out = export_bundle(seg_ckpt, tmp_path / "codec" / "codec-checkpoint.pt", dest, "tiny")
+    assert dest.is_dir() and out.parent == dest and out.name.startswith("tiny-")
+    assert load_bundle(str(out)).info["codec_steps"] == 1

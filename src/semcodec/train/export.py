@@ -57,6 +57,7 @@ def export_bundle(
         nets.comp.load_state_dict(src.comp.state_dict())
         table = src.compact_table
         info["compact_from"] = f"{src.name}-{src.hash[:8]}"
+    dest.mkdir(parents=True, exist_ok=True)  # a new folder, never a file named after it
     for old in dest.glob(f"{name}-*.pt"):
         old.unlink()
     return save_bundle(dest, spec, seg, nets.comp, nets.gen, table, info)
