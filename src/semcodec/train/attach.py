@@ -21,7 +21,7 @@ from semcodec.models.enhance import build_enhance, to_integer
 from semcodec.models.segmentation import build_segnet, parse_class_bias
 from semcodec.train.common import seg_source, seg_start_of, trained_weights
 from semcodec.train.enhance import load_shards, split_shards
-from semcodec.zoo.bundles import load_bundle, save_bundle
+from semcodec.zoo.bundles import load_bundle, save_bundle_in
 
 
 def calibration_of(shards: list[dict], limit: int = 24) -> list[tuple[torch.Tensor, ...]]:
@@ -105,7 +105,7 @@ def attach(
         if seg_bias:
             info["seg_class_bias"] = dict(seg_bias)
     fixed_state = src.fixed.state if src.fixed is not None else None
-    return save_bundle(
+    return save_bundle_in(
         dest, spec, seg, src.comp, src.gen, src.compact_table, info, fixed_state, enhancer, table
     )
 
@@ -142,7 +142,6 @@ def attach_command(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, s
         bias = None if seg_bias is None else parse_class_bias(seg_bias)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--seg-bias") from None
-    dest.mkdir(parents=True, exist_ok=True)
     click.echo(
         str(attach(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name, bias))
     )

@@ -18,7 +18,7 @@ from semcodec.models.compnet import quantize_ste
 from semcodec.train.codec_data import compute_maps, crop8
 from semcodec.train.common import bundle_option, dest_option, photos_option
 from semcodec.train.data import read_images
-from semcodec.zoo.bundles import ModelBundle, load_bundle, save_bundle
+from semcodec.zoo.bundles import ModelBundle, load_bundle, save_bundle_in
 
 
 def spread_indices(total: int, count: int) -> list[int]:
@@ -66,8 +66,7 @@ def balance_bundle(
     subtract_shift(bundle, shift)
     info = dict(bundle.info)
     info["output_bias_correction"] = [round(float(v), 3) for v in shift]
-    dest.mkdir(parents=True, exist_ok=True)  # other bundles there stay, as with fix-generator
-    out = save_bundle(
+    out = save_bundle_in(  # other bundles there stay, as with fix-generator
         dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, bundle.compact_table, info
     )
     return out, shift

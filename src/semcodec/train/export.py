@@ -11,7 +11,7 @@ import torch
 from semcodec.models.segmentation import build_segnet
 from semcodec.train.codec_nets import CodecNets
 from semcodec.train.common import seg_config_of, seg_source
-from semcodec.zoo.bundles import BundleSpec, load_bundle, save_bundle
+from semcodec.zoo.bundles import BundleSpec, load_bundle, save_bundle_in
 
 
 def export_bundle(
@@ -57,10 +57,9 @@ def export_bundle(
         nets.comp.load_state_dict(src.comp.state_dict())
         table = src.compact_table
         info["compact_from"] = f"{src.name}-{src.hash[:8]}"
-    dest.mkdir(parents=True, exist_ok=True)  # a new folder, never a file named after it
     for old in dest.glob(f"{name}-*.pt"):
         old.unlink()
-    return save_bundle(dest, spec, seg, nets.comp, nets.gen, table, info)
+    return save_bundle_in(dest, spec, seg, nets.comp, nets.gen, table, info)
 
 
 @click.command("export")

@@ -20,7 +20,7 @@ import numpy as np
 from semcodec.format.compact import TABLE_PRECISION, context_index, table_neighbours, validate_table
 from semcodec.imageio import list_images
 from semcodec.train.common import bundle_option, dest_option, photos_option
-from semcodec.zoo.bundles import load_bundle, save_bundle
+from semcodec.zoo.bundles import load_bundle, save_bundle_in
 
 DEFAULT_ALPHA = 0.2  # additive smoothing; chosen on 50 held-out training photos (not Kodak)
 
@@ -93,8 +93,7 @@ def refit_bundle(
         "bits_before": table_bits(symbols, bundle.compact_table),
         "bits_after": table_bits(symbols, table),
     }
-    dest.mkdir(parents=True, exist_ok=True)
-    path = save_bundle(dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, table, info)
+    path = save_bundle_in(dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, table, info)
     return path, info["compact_table"]
 
 

@@ -22,7 +22,7 @@ from semcodec.intgrid import generator_torch as fixed
 from semcodec.metrics import psnr
 from semcodec.models.generator import pixels
 from semcodec.train.common import bundle_option, dest_option, photos_option
-from semcodec.zoo.bundles import load_bundle, save_bundle
+from semcodec.zoo.bundles import load_bundle, save_bundle_in
 
 
 def _encoded(
@@ -92,8 +92,7 @@ def fix_bundle(
     }
     info = dict(bundle.info)
     info["integer_generator"] = record
-    dest.mkdir(parents=True, exist_ok=True)
-    path = save_bundle(
+    path = save_bundle_in(
         dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, bundle.compact_table, info,
         fixed_state=fixed_gen.state,
     )  # fmt: skip

@@ -230,6 +230,14 @@ def save_bundle(
     return target
 
 
+def save_bundle_in(folder: Path, *parts, **kwargs) -> Path:
+    """save_bundle into '<folder>/<name>-<sha8>.pt', the folder made where it is not there
+    yet: save_bundle takes a path that is not a folder as the file to write."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return save_bundle(folder, *parts, **kwargs)
+
+
 def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
     """Load weights without executing code (torch.load weights_only=True) and check them;
     each network is built from its state on first use."""
