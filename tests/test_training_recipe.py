@@ -1,4 +1,5 @@
-"""The segmentation recipes' options on the CPU trainer (aspect, blur, hard examples), shared
+"""The segmentation recipes' options on the CPU trainer (aspect, blur, hard examples, the
+boundary band), shared
 with the GPU trainer: each does what it says, and off they leave the draws as they were."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import torch
 from semcodec.models.segmentation import VOID, build_segnet
 from semcodec.train import gpu
 from semcodec.train.data import SegAugment, synthetic_segmentation
-from semcodec.train.seg import ohem_loss, seg_loss, train_step
+from semcodec.train.persons import NOT_PERSON, PERSON
+from semcodec.train.seg import boundary_band, ohem_loss, pixel_loss, seg_loss, train_step
 
 
 def _spans(aug_seed: int, aspect: float, n: int = 12) -> list[float]:
@@ -103,3 +105,59 @@ def test_train_step_trains_on_the_hard_examples_when_asked() -> None:
     assert plain == pytest.approx(float(seg_loss(logits, y, None)), rel=1e-5)
     assert hard == pytest.approx(float(ohem_loss(logits, y, None, 0.25)), rel=1e-5)
     assert hard > plain
+
+
+def test_boundary_band_is_the_pixels_near_another_labelled_class() -> None:
+    """The band holds the labelled pixels within the radius of another class, never void's edge."""
+    target = torch.zeros(1, 12, 16, dtype=torch.long)
+    target[0, :, 8:] = 3  # one vertical edge between columns 7 and 8
+    target[0, :, :2] = VOID  # an edge with void only
+    band = boundary_band(target, radius=2)
+    cols = band[0].any(0).nonzero().flatten().tolist()
+    assert cols == [6, 7, 8, 9]
+    assert bool(band[0].all(0)[6:10].all())
+    pole = torch.full((1, 12, 16), 2, dtype=torch.long)
+    pole[0, :, 7] = 5  # a pole one pixel wide: all of it in the band
+    assert bool(boundary_band(pole, radius=2)[0, :, 7].all())
+
+
+def test_boundary_weight_scales_the_band_in_the_mean() -> None:
+    """--boundary-weight B: the band's pixels count B times in the weighted mean; 1 is the plain
+    loss, class weights and person photos' negative terms included."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 11, 20, 24) * 2
+    target = torch.zeros(2, 20, 24, dtype=torch.long)  # regions: the band is part of them
+    target[:, :, 12:] = 1
+    target[:, 14:] = 2
+    target[1, :4] = NOT_PERSON
+    target[1, 4:6] = PERSON
+    weight = torch.rand(11) + 0.5
+    assert float(pixel_loss(logits, target, weight, boundary=1.0)) == float(
+        seg_loss(logits, target, weight)
+    )
+    t = target[:1]
+    band = boundary_band(t).float()
+    assert 0 < float(band.mean()) < 1
+    per = torch.nn.functional.cross_entropy(logits[:1], t, weight=weight, reduction="none")
+    pw = 1 + 2 * band
+    want = (per * pw).sum() / (weight[t] * pw).sum()
+    assert float(pixel_loss(logits[:1], t, weight, boundary=3.0)) == pytest.approx(float(want))
+    assert float(pixel_loss(logits, target, weight, boundary=3.0)) != pytest.approx(
+        float(seg_loss(logits, target, weight))
+    )
+
+
+def test_train_step_weights_the_boundary_when_asked() -> None:
+    """train seg --boundary-weight reaches the step."""
+    torch.manual_seed(0)
+    net = build_segnet("tiny")
+    images, labels = synthetic_segmentation(2, 32, 32)
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
+    y = torch.from_numpy(labels).long()
+    opt = torch.optim.SGD(net.parameters(), lr=0.0)
+    dev = torch.device("cpu")
+    with torch.no_grad():
+        logits = net(x)
+    got = train_step(net, opt, x, y, None, dev, False, boundary=4.0)
+    assert got == pytest.approx(float(pixel_loss(logits, y, None, boundary=4.0)), rel=1e-6)
+    assert got != pytest.approx(float(seg_loss(logits, y, None)), rel=2e-5)

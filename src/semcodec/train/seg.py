@@ -71,6 +71,7 @@ class SegTrainConfig:
     aspect: float = 0.0  # CamVid crops' width stretched by exp(U(-aspect, aspect)); 0: none
     blur: float = 0.0  # probability of a Gaussian blur of a CamVid crop (data.BLUR_SIGMA)
     ohem: float = 0.0  # >0: the loss keeps only this hardest share of the labelled pixels
+    boundary: float = 1.0  # weight of labelled pixels near another class (BOUNDARY_RADIUS); 1: off
     ema: float = 0.0  # >0: also keep a moving average of the weights (decay a step), shipped
     # lite0: EfficientNets frozen, their features of cache_crops crops reused cache_epochs times
     freeze_backbone: bool = False
@@ -79,24 +80,82 @@ class SegTrainConfig:
 
 
 def seg_loss(
-    logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    weight: torch.Tensor | None,
+    pixel_weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """B11 L1: pixel-wise cross-entropy over the labelled pixels (void ignored).
 
     NOT_PERSON pixels (person photos outside the mask) add -log(1 - p(pedestrian)): they say
-    what a pixel is not, never what it is.
+    what a pixel is not, never what it is. ``pixel_weight`` scales each labelled pixel's term
+    (and its share of the mean), as the class weights do.
     """
     logits = logits.float()
     not_person = target == NOT_PERSON
-    if not bool(not_person.any()):
+    if pixel_weight is None and not bool(not_person.any()):
         return F.cross_entropy(logits, target, weight=weight, ignore_index=VOID)
     labelled = target.masked_fill(not_person, VOID)
     n_ce = int((labelled != VOID).sum())
-    ce = F.cross_entropy(logits, labelled, weight=weight, ignore_index=VOID) if n_ce else 0.0
+    ce = weighted_ce(logits, labelled, weight, pixel_weight) if n_ce else 0.0
+    if not bool(not_person.any()):
+        return ce
     others = torch.cat([logits[:, :PERSON], logits[:, PERSON + 1 :]], 1)
     neg = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)  # -log(1 - p_person)
     n_neg = int(not_person.sum())
     return (ce * n_ce + neg[not_person].sum()) / (n_ce + n_neg)
+
+
+def weighted_ce(
+    logits: torch.Tensor,
+    labelled: torch.Tensor,
+    weight: torch.Tensor | None,
+    pixel_weight: torch.Tensor | None,
+) -> torch.Tensor:
+    """Cross-entropy's weighted mean with a weight per pixel on top of the class weights."""
+    if pixel_weight is None:
+        return F.cross_entropy(logits, labelled, weight=weight, ignore_index=VOID)
+    per = F.cross_entropy(logits, labelled, weight=weight, ignore_index=VOID, reduction="none")
+    valid = labelled != VOID
+    cw = torch.ones_like(per) if weight is None else weight[labelled.clamp(0, len(weight) - 1)]
+    return (per * pixel_weight).sum() / (cw * pixel_weight * valid).sum()
+
+
+BOUNDARY_RADIUS = 4  # pixels: half a map cell, where a 1/8 map's class changes
+
+
+def boundary_band(target: torch.Tensor, radius: int = BOUNDARY_RADIUS) -> torch.Tensor:
+    """Labelled pixels with a pixel of another labelled class within ``radius`` (a square):
+    the thin classes (pole, sign, people) are nearly all band, road and sky nearly none."""
+    valid = target < NUM_CLASSES
+    t = target.float().unsqueeze(1)
+    hi = square_max(torch.where(valid.unsqueeze(1), t, -1.0), radius)
+    lo = -square_max(-torch.where(valid.unsqueeze(1), t, float(NUM_CLASSES)), radius)
+    return valid & (hi > lo).squeeze(1)
+
+
+def square_max(x: torch.Tensor, radius: int) -> torch.Tensor:
+    """Maximum over a (2·radius+1)² square as a row pass and a column pass: 2k comparisons, not k²."""
+    k = 2 * radius + 1
+    x = F.max_pool2d(x, (1, k), 1, (0, radius))
+    return F.max_pool2d(x, (k, 1), 1, (radius, 0))
+
+
+def pixel_loss(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    weight: torch.Tensor | None,
+    ohem: float = 0.0,
+    boundary: float = 1.0,
+) -> torch.Tensor:
+    """The training loss: hard examples (``ohem``), a boundary band weighted ``boundary``
+    times, or B11's cross-entropy."""
+    if ohem > 0:
+        return ohem_loss(logits, target, weight, ohem)
+    if boundary == 1.0:
+        return seg_loss(logits, target, weight)
+    band = boundary_band(target)
+    return seg_loss(logits, target, weight, 1.0 + (boundary - 1.0) * band.float())
 
 
 def ohem_loss(
@@ -141,11 +200,14 @@ def make_optimizer(net: SegNet, cfg: SegTrainConfig) -> torch.optim.Optimizer:
     return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
-def train_step(net, opt, x, y, weight, device, bf16: bool, ohem: float = 0.0) -> float:
+def train_step(
+    net, opt, x, y, weight, device, bf16: bool, ohem: float = 0.0, boundary: float = 1.0
+) -> float:
     """One SGD step; returns the loss."""
     with autocast(device, bf16):
         logits = net(x.to(device))
-    loss = ohem_loss(logits, y.to(device), None if weight is None else weight.to(device), ohem)
+    w = None if weight is None else weight.to(device)
+    loss = pixel_loss(logits, y.to(device), w, ohem, boundary)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -161,12 +223,14 @@ def cached_step(
     device,
     bf16: bool,
     ohem: float = 0.0,
+    boundary: float = 1.0,
 ) -> float:
     """One step of the frozen-backbone mode on cached crops; returns the loss."""
     with autocast(device, bf16):
         logits = cached_logits(net, cache, idx.to(device))
     target = cache.labels[idx.to(device)].long()
-    loss = ohem_loss(logits, target, None if weight is None else weight.to(device), ohem)
+    w = None if weight is None else weight.to(device)
+    loss = pixel_loss(logits, target, w, ohem, boundary)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -267,7 +331,7 @@ def train_seg(
             g["lr"] = lr * g.get("lr_scale", 1.0)
         if plan is None:
             x, y = draw_batch(aug, images, labels, cfg, person_aug, persons)
-            loss = train_step(model, opt, x, y, weight, device, cfg.bf16, cfg.ohem)
+            loss = train_step(model, opt, x, y, weight, device, cfg.bf16, cfg.ohem, cfg.boundary)
         else:
             if cache is None or step % plan.steps_per_block == 0:
                 if cache is None and order.get("block") == plan.block_of(step):
@@ -281,7 +345,9 @@ def train_seg(
                     cfg.bf16,
                 )
             idx = plan.batch_indices(step)
-            loss = cached_step(net, opt, cache, idx, weight, device, cfg.bf16, cfg.ohem)
+            loss = cached_step(
+                net, opt, cache, idx, weight, device, cfg.bf16, cfg.ohem, cfg.boundary
+            )
         if avg is not None:
             ema_update(avg, net, cfg.ema)
         step += 1
@@ -517,6 +583,14 @@ def evaluate_photos(net: SegNet, images: list[np.ndarray]) -> dict:
     help="loss over only this hardest share of the labelled pixels; recipe B: 0.25",
 )
 @click.option(
+    "--boundary-weight",
+    type=click.FloatRange(1.0, 20.0),
+    default=1.0,
+    show_default=True,
+    help="weight of the labelled pixels within 4 px of another class (thin classes, edges); "
+    "1: off. Not with --ohem",
+)
+@click.option(
     "--ema",
     type=click.FloatRange(0.0, 1.0, max_open=True),
     default=0.0,
@@ -570,6 +644,7 @@ def seg_command(
     aspect,
     blur,
     ohem,
+    boundary_weight,
     ema,
     class_weight_power,
     freeze_backbone,
@@ -577,6 +652,8 @@ def seg_command(
     cache_epochs,
 ):
     """Train the segmentation network (design B) on CamVid."""
+    if ohem and boundary_weight != 1.0:
+        raise click.UsageError("--ohem and --boundary-weight are two losses: give one")
     ch, cw = (int(v) for v in crop.lower().split("x"))
     lo, hi = (float(v) for v in scale.split("-"))
     cfg = SegTrainConfig(
@@ -597,6 +674,7 @@ def seg_command(
         aspect=aspect,
         blur=blur,
         ohem=ohem,
+        boundary=boundary_weight,
         ema=ema,
         class_weight_power=class_weight_power,
         freeze_backbone=freeze_backbone,
