@@ -156,6 +156,28 @@ def test_attach_counts_a_run_of_its_own_apart_from_a_fine_tune(tmp_path) -> None
         assert got["seg_from"] == ("imagenet" if not init else f"tiny-{load_bundle(str(base)).hash[:8]}")
 
 
+def test_attach_reads_a_map_checkpoint_once(tmp_path, monkeypatch) -> None:
+    """A release's checkpoint (100 MB with its optimiser) is read once for its weights, steps,
+    hours and start, not once for each."""
+    import json
+
+    from semcodec.train import attach as attach_mod
+    from semcodec.train import common
+    from semcodec.zoo.bundles import load_bundle
+
+    src = load_bundle("tiny")
+    ckpt = tmp_path / "seg.pt"
+    cfg = json.dumps({"model": "tiny", "init": "", "imagenet": True})
+    torch.save({"model": src.seg.state_dict(), "step": 7, "hours": 0.5, "config": cfg}, ckpt)
+    reads = []
+    real = common._load_weights
+    monkeypatch.setattr(common, "_load_weights", lambda p: reads.append(p) or real(p))
+    out = tmp_path / "out"
+    got = load_bundle(str(attach_mod.attach("tiny", out, ckpt, None, None, None, "tiny"))).info
+    assert reads == [ckpt]
+    assert (got["seg_steps"], got["seg_from"]) == (7, "imagenet")
+
+
 def save_bundle_with(folder, src, info):
     """The tiny bundle saved with the given info."""
     from semcodec.zoo.bundles import save_bundle

@@ -19,7 +19,7 @@ import torch
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.enhance import build_enhance, to_integer
 from semcodec.models.segmentation import build_segnet, parse_class_bias
-from semcodec.train.common import seg_source, seg_start_of, trained_weights
+from semcodec.train.common import read_seg_source, trained_weights
 from semcodec.train.enhance import load_shards, split_shards
 from semcodec.zoo.bundles import load_bundle, save_bundle_in
 
@@ -59,10 +59,10 @@ def attach(
     seg = src.seg
     if seg_ckpt is not None:
         info.pop("seg_class_bias", None)
-        weights, steps, hours = seg_source(seg_ckpt)
+        got = read_seg_source(seg_ckpt)
+        weights, steps, hours, start = got.weights, got.steps, got.hours, got.start
         seg = build_segnet(seg_config or spec.seg)
         seg.load_state_dict({k: v.float() for k, v in weights.items()})
-        start = seg_start_of(seg_ckpt)
         if start in ("imagenet", "random"):  # a run of its own: its totals are the network's
             for key in ("seg_finetune_steps", "seg_finetune_hours"):
                 info.pop(key, None)

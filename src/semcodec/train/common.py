@@ -105,22 +105,38 @@ def trained_weights(state: dict, average: bool = True) -> tuple[dict[str, torch.
     return (state["ema"] if averaged else state["model"]), averaged
 
 
-def seg_source(path: Path, average: bool = True) -> tuple[dict[str, torch.Tensor], int, float]:
-    """Segmentation weights, steps and hours from a training checkpoint (its moving average
-    where it kept one, unless ``average`` is off) or a model bundle."""
+@dataclass
+class SegSource:
+    """What a map network's checkpoint or bundle brings: weights, steps, hours, and the
+    start of its training (seg_start_of)."""
+
+    weights: dict[str, torch.Tensor]
+    steps: int
+    hours: float
+    start: str
+
+
+def read_seg_source(path: Path, average: bool = True) -> SegSource:
+    """A map network's weights, steps, hours and start, read once (its moving average where
+    a checkpoint kept one, unless ``average`` is off)."""
     state = _load_weights(path)
     if "model" in state:
         weights, _ = trained_weights(state, average)
-        return weights, int(state.get("step", 0)), float(state.get("hours", 0.0))
+        steps, hours = int(state.get("step", 0)), float(state.get("hours", 0.0))
+        return SegSource(weights, steps, hours, _start_of(_recipe(state)))
     from semcodec.zoo.bundles import load_bundle  # a bundle: loaded and checked by the zoo
 
     bundle = load_bundle(str(path))
     info = bundle.info
-    return (
-        bundle.seg.state_dict(),
-        int(info.get("seg_steps", 0)),
-        float(info.get("seg_hours", 0.0)),
-    )
+    steps, hours = int(info.get("seg_steps", 0)), float(info.get("seg_hours", 0.0))
+    return SegSource(bundle.seg.state_dict(), steps, hours, "")
+
+
+def seg_source(path: Path, average: bool = True) -> tuple[dict[str, torch.Tensor], int, float]:
+    """Segmentation weights, steps and hours from a training checkpoint (its moving average
+    where it kept one, unless ``average`` is off) or a model bundle."""
+    src = read_seg_source(path, average)
+    return src.weights, src.steps, src.hours
 
 
 def _recipe(state: dict) -> dict:
@@ -153,7 +169,11 @@ def seg_start_of(path: Path) -> str:
     """Where a map network's training checkpoint started: 'imagenet' or 'random' for a run of
     its own, otherwise what it fine-tuned ('' where it does not say: a bundle file, or a
     checkpoint older than the record, taken as a fine-tune)."""
-    cfg = _recipe(_load_weights(path))
+    return _start_of(_recipe(_load_weights(path)))
+
+
+def _start_of(cfg: dict) -> str:
+    """seg_start_of from a checkpoint's recorded recipe."""
     if "init" not in cfg or cfg["init"]:
         return str(cfg.get("init", ""))
     return "imagenet" if cfg.get("imagenet", True) else "random"
