@@ -36,6 +36,7 @@ test: venv
 
 lint: venv
 	$(BIN)/ruff check src tests tools
+	$(BIN)/ruff format --check src tests tools
 
 bench: bench-deps
 	$(BIN)/semcodec bench rd --images $(KODAK) --out bench-out/kodak.json --csv bench-out/kodak.csv --plot docs/rd-kodak.png

@@ -244,7 +244,9 @@ def test_refuses_sem_input_and_image_named_output(work: Path):
     r = run("encode", "a.png", "-o", "z.jpg", *TINY)
     assert r.exit_code == 2 and "not .jpg" in r.stderr
     assert not (work / "again.sem").exists() and not (work / "z.jpg").exists()
-    r = run("encode", "a.png", "-o", "z.bin", "-q", "20", *TINY)  # another name is the user's choice
+    r = run(
+        "encode", "a.png", "-o", "z.bin", "-q", "20", *TINY
+    )  # another name is the user's choice
     assert r.exit_code == 0 and container.unpack((work / "z.bin").read_bytes())
 
 

@@ -121,13 +121,23 @@ def test_a_bundle_with_bad_offsets_is_refused(tmp_path) -> None:
 
     src = load_bundle("tiny")
     path = save_bundle(
-        tmp_path, src.spec, src.seg, src.comp, src.gen, src.compact_table,
+        tmp_path,
+        src.spec,
+        src.seg,
+        src.comp,
+        src.gen,
+        src.compact_table,
         {"seg_class_bias": {"lamp": 1.0}},
     )
     with pytest.raises(ModelError, match="bad segmentation class offsets.*lamp"):
         _ = load_bundle(str(path)).seg
     path = save_bundle(
-        tmp_path / "nan", src.spec, src.seg, src.comp, src.gen, src.compact_table,
+        tmp_path / "nan",
+        src.spec,
+        src.seg,
+        src.comp,
+        src.gen,
+        src.compact_table,
         {"seg_class_bias": {"pole": float("nan")}},
     )
     with pytest.raises(ModelError, match="bad segmentation class offsets.*pole"):
@@ -153,7 +163,9 @@ def test_attach_counts_a_run_of_its_own_apart_from_a_fine_tune(tmp_path) -> None
         out.mkdir()
         got = load_bundle(str(attach(str(base), out, ckpt, None, None, None, "tiny"))).info
         assert got["seg_steps"] == steps
-        assert got["seg_from"] == ("imagenet" if not init else f"tiny-{load_bundle(str(base)).hash[:8]}")
+        assert got["seg_from"] == (
+            "imagenet" if not init else f"tiny-{load_bundle(str(base)).hash[:8]}"
+        )
 
 
 def test_attach_reads_a_map_checkpoint_once(tmp_path, monkeypatch) -> None:

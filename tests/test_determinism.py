@@ -172,7 +172,9 @@ def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path
     _inputs(tmp_path)
     codecs = h["codecs"]()
     for name, (src, quality, residual, key) in h["CASES"].items():
-        data = codecs[key].encode(str(tmp_path / src), h["OPTIONS"], quality=quality, residual=residual)
+        data = codecs[key].encode(
+            str(tmp_path / src), h["OPTIONS"], quality=quality, residual=residual
+        )
         (tmp_path / f"{name}.sem").write_bytes(data)
     script = tmp_path / "determinism_script.py"
     script.write_text(SCRIPT)

@@ -173,7 +173,9 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     """The paper's global generator has no integer twin: the codec runs it in float, pinned."""
     from semcodec.encoder.codec import Codec
 
-    registry.register(registry.BundleSpec("paper-gen", seg="tiny", compnet="tiny", generator="paper"))
+    registry.register(
+        registry.BundleSpec("paper-gen", seg="tiny", compnet="tiny", generator="paper")
+    )
     try:
         codec = Codec("paper-gen")
         assert codec.bundle.fixed is None and not fixed.supports(codec.bundle.gen)

@@ -174,7 +174,9 @@ def test_seg_moving_average_is_what_eval_and_attach_take(tmp_path, one_thread) -
     for average, part in ((True, "ema"), (False, "model")):
         got = _seg_net("tiny", ckpt, average).state_dict()
         for k, v in state[part].items():
-            torch.testing.assert_close(got[k], v.to(got[k].dtype), rtol=0, atol=0, msg=f"{part} {k}")
+            torch.testing.assert_close(
+                got[k], v.to(got[k].dtype), rtol=0, atol=0, msg=f"{part} {k}"
+            )
 
 
 def test_seg_training_counts_cpu_hours_across_a_resume(tmp_path, one_thread) -> None:

@@ -124,7 +124,9 @@ def test_tampered_weights_rejected(tmp_path, monkeypatch: pytest.MonkeyPatch) ->
     spec = registry.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny")
     path = zoo.save_bundle(tmp_path, spec, seg, comp, gen, table)
     registry.register(
-        registry.BundleSpec("tamper", seg="tiny", compnet="tiny", generator="tiny", weights=path.name)
+        registry.BundleSpec(
+            "tamper", seg="tiny", compnet="tiny", generator="tiny", weights=path.name
+        )
     )
     other = tmp_path / "copy"
     other.mkdir()

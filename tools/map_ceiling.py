@@ -28,7 +28,9 @@ from semcodec.train.data import read_split
 def oracle_labels(lab: np.ndarray, boost: torch.Tensor) -> np.ndarray:
     """Labels from the cells' class shares (times ``boost``), upsampled bilinearly."""
     h, w = lab.shape
-    onehot = F.one_hot(torch.from_numpy(lab.astype(np.int64)).clamp(max=NUM_CLASSES), NUM_CLASSES + 1)
+    onehot = F.one_hot(
+        torch.from_numpy(lab.astype(np.int64)).clamp(max=NUM_CLASSES), NUM_CLASSES + 1
+    )
     share = F.avg_pool2d(
         onehot[..., :NUM_CLASSES].permute(2, 0, 1)[None].float(), MULTIPLE, MULTIPLE, ceil_mode=True
     )
@@ -46,7 +48,10 @@ def ceiling(labels: np.ndarray, boost: torch.Tensor) -> dict[str, float]:
         conf += np.bincount(idx, minlength=NUM_CLASSES**2).reshape(NUM_CLASSES, NUM_CLASSES)
     inter = np.diag(conf).astype(np.float64)
     iou = inter / np.maximum(conf.sum(0) + conf.sum(1) - inter, 1)
-    return {"miou": float(iou.mean()), **{n: float(v) for n, v in zip(CLASS_NAMES, iou, strict=True)}}
+    return {
+        "miou": float(iou.mean()),
+        **{n: float(v) for n, v in zip(CLASS_NAMES, iou, strict=True)},
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

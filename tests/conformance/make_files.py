@@ -100,7 +100,7 @@ def enhanced_file(data: bytes, seed: int) -> bytes:
     header, layers = container.unpack(data)
     rng = np.random.default_rng(seed)
     th, tw = tile_grid(header.height, header.width, 32)
-    tiles = (np.add.outer(np.arange(th), np.arange(tw)) % 2 == 0)
+    tiles = np.add.outer(np.arange(th), np.arange(tw)) % 2 == 0
     adjust = Adjust(rng.integers(0, 16, 12), rng.integers(-20, 21, (12, 3)), tiles, 32)
     layers[LayerKind.ENHANCE] = encode_adjust(adjust)
     return container.pack(header, layers)

@@ -38,7 +38,9 @@ class DecoderParts:
     num_classes: int
     compact_table: np.ndarray  # int32 counts (format/compact.py)
     generator: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intgen table
-    enhancer: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intgrid/enhancer.py's table
+    enhancer: dict[str, np.ndarray] | None = field(
+        default=None, repr=False
+    )  # intgrid/enhancer.py's table
 
     @property
     def release(self) -> str:

@@ -85,7 +85,11 @@ _U32 = struct.Struct("<I")
 _MAX_LAYERS = {1: 4, 2: 5, 3: 6, 4: 8}
 # the longest header any supported version can declare: a reader's prefix that holds any header
 MAX_HEADER_SIZE = (
-    FIXED_HEADER_SIZE + MAX_MODEL_NAME + _U8.size + max(_MAX_LAYERS.values()) * _ENTRY.size + _U32.size
+    FIXED_HEADER_SIZE
+    + MAX_MODEL_NAME
+    + _U8.size
+    + max(_MAX_LAYERS.values()) * _ENTRY.size
+    + _U32.size
 )
 
 

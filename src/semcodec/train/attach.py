@@ -142,6 +142,4 @@ def attach_command(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, s
         bias = None if seg_bias is None else parse_class_bias(seg_bias)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--seg-bias") from None
-    click.echo(
-        str(attach(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name, bias))
-    )
+    click.echo(str(attach(source, dest, seg_ckpt, seg_config, enh_ckpt, enhance_data, name, bias)))

@@ -201,7 +201,9 @@ def serialize_bundle(
     if enhancer is not None:
         obj["enhance"] = pack(enhancer)
     if enh_table is not None:
-        obj["enh_fixed"] = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in enh_table.items()}
+        obj["enh_fixed"] = {
+            k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in enh_table.items()
+        }
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
@@ -221,7 +223,14 @@ def save_bundle(
 ) -> Path:
     """Write a bundle as '<dir>/<name>-<sha8>.pt' and return the path."""
     data = serialize_bundle(
-        spec, seg, comp, gen, table, info, fixed_state=fixed_state, enhancer=enhancer,
+        spec,
+        seg,
+        comp,
+        gen,
+        table,
+        info,
+        fixed_state=fixed_state,
+        enhancer=enhancer,
         enh_table=enh_table,
     )
     path = Path(path)
@@ -401,7 +410,14 @@ def _load_random(spec: BundleSpec) -> ModelBundle:
     enh, enh_table = random_enhancer(spec.enhance, spec.seed) if spec.enhance else (None, None)
     h = state_hash(
         serialize_bundle(
-            spec, seg, comp, gen, table, half=False, fixed_state=state, enhancer=enh,
+            spec,
+            seg,
+            comp,
+            gen,
+            table,
+            half=False,
+            fixed_state=state,
+            enhancer=enh,
             enh_table=enh_table,
         )
     )

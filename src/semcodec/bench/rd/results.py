@@ -396,9 +396,7 @@ def merge(
         "bd": bd_against(agg, config["anchor"], min_points=results[0]["bd"].get("min_points", 4)),
         "tile_modes": tile_modes(records),
         "prediction": predictions(records, sizes, config["anchor"]),
-        "enhancement": enhancement_gain(
-            records, agg, results[0]["bd"].get("min_points", 4)
-        ),
+        "enhancement": enhancement_gain(records, agg, results[0]["bd"].get("min_points", 4)),
     }
     return jsonable(merged)
 
