@@ -126,8 +126,13 @@ def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "recipe",
-    [{}, {"scale": (0.5, 2.0), "aspect": 0.25, "blur": 0.5, "ohem": 0.25}, {"ema": 0.5}],
-    ids=["plain", "recipes-B-C", "moving-average"],
+    [
+        {},
+        {"scale": (0.5, 2.0), "aspect": 0.25, "blur": 0.5, "ohem": 0.25},
+        {"ema": 0.5},
+        {"boundary": 3.0},
+    ],
+    ids=["plain", "recipes-B-C", "moving-average", "boundary"],
 )
 def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
     tmp_path, one_thread, recipe
