@@ -196,3 +196,19 @@ def save_bundle_with(folder, src, info):
 
     folder.mkdir()
     return save_bundle(folder, src.spec, src.seg, src.comp, src.gen, src.compact_table, info)
+
+
+def test_the_fit_in_chunks_is_the_fit_at_once(monkeypatch) -> None:
+    """The fit's chunked passes (memory on a whole val set) change no offset and no score."""
+    from semcodec.train import decision
+
+    px = _shifted_pixels(n=6000)
+    whole = fit_report(px, 0.5)
+    monkeypatch.setattr(decision, "CHUNK", 777)
+    assert fit_report(px, 0.5) == whole
+    shuffled = torch.randperm(len(px.frame), generator=torch.Generator().manual_seed(1))
+    mixed = PixelScores(px.scores[shuffled], px.labels[shuffled], px.frame[shuffled])
+    for second in (0, 1):  # halves of frames out of order: the same pixels as in order
+        a, b = px.half(second), mixed.half(second)
+        assert sorted(a.frame.tolist()) == sorted(b.frame.tolist())
+        assert float(a.scores.sum()) == pytest.approx(float(b.scores.sum()), rel=1e-6)

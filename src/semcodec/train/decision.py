@@ -19,6 +19,7 @@ from semcodec.models.segmentation import CLASS_NAMES, NUM_CLASSES, VOID, SegNet
 # the offsets tried for each class in turn (logits); two sweeps over the classes
 OFFSETS = tuple(float(v) for v in np.arange(-1.0, 2.01, 0.25))
 ROUNDS = 2
+CHUNK = 1 << 20  # pixels a step where every pixel's scores would otherwise be copied
 
 
 @dataclass
@@ -33,7 +34,12 @@ class PixelScores:
         """The pixels of the first (0) or the second (1) half of the frames, in their order:
         the frames of a video, so the halves are two stretches of a drive (alternate frames
         would be near copies of each other)."""
-        keep = (self.frame >= (int(self.frame.max()) + 1) // 2) == bool(second)
+        mid = (int(self.frame.max()) + 1) // 2
+        if bool((self.frame[1:] >= self.frame[:-1]).all()):  # in frame order: views, no copy
+            cut = int(torch.searchsorted(self.frame, mid))
+            part = slice(cut, None) if second else slice(0, cut)
+            return PixelScores(self.scores[part], self.labels[part], self.frame[part])
+        keep = (self.frame >= mid) == bool(second)
         return PixelScores(self.scores[keep], self.labels[keep], self.frame[keep])
 
 
@@ -45,14 +51,19 @@ def pixel_scores(
     from semcodec.train.seg import image_scores
 
     net.eval()
-    scores, truth, frame = [], [], []
+    n = int(sum(int((lab != VOID).sum()) for lab in labels))
+    scores = torch.empty(n, NUM_CLASSES)  # filled in place: no list of parts to join
+    truth = torch.empty(n, dtype=torch.int64)
+    frame = torch.empty(n, dtype=torch.int64)
+    at = 0
     for i, (img, lab) in enumerate(zip(images, labels, strict=True)):
         valid = torch.from_numpy(lab != VOID)
-        s = image_scores(net, img, bf16)
-        scores.append(s[:, valid].T.contiguous())
-        truth.append(torch.from_numpy(lab[lab != VOID].astype(np.int64)))
-        frame.append(torch.full((int(valid.sum()),), i, dtype=torch.int64))
-    return PixelScores(torch.cat(scores), torch.cat(truth), torch.cat(frame))
+        k = int(valid.sum())
+        scores[at : at + k] = image_scores(net, img, bf16)[:, valid].T
+        truth[at : at + k] = torch.from_numpy(lab[lab != VOID].astype(np.int64))
+        frame[at : at + k] = i
+        at += k
+    return PixelScores(scores, truth, frame)
 
 
 def _miou(truth: torch.Tensor, pred: torch.Tensor) -> float:
@@ -69,8 +80,12 @@ def decide(scores: torch.Tensor, bias: torch.Tensor, unknown_below: float) -> to
     """The map's decision (segment.labels_of) on (N, C) scores with offsets ``bias``."""
     from semcodec.encoder.segment import labels_of
 
-    labels = labels_of(scores.T[:, :, None], unknown_below, tuple(bias.tolist()))
-    return torch.from_numpy(labels[:, 0].astype(np.int64))
+    out = torch.empty(len(scores), dtype=torch.int64)
+    for a in range(0, len(scores), CHUNK):  # labels_of's temporaries a chunk at a time
+        part = scores[a : a + CHUNK].T[:, :, None]
+        labels = labels_of(part, unknown_below, tuple(bias.tolist()))
+        out[a : a + CHUNK] = torch.from_numpy(labels[:, 0].astype(np.int64))
+    return out
 
 
 def _sweep_class(
@@ -78,11 +93,7 @@ def _sweep_class(
 ) -> tuple[float, float]:
     """The best offset of class ``c`` with the others held, and its mIoU: the other classes'
     top score, its class and their log-sum-exp are computed once for every offset tried."""
-    s = px.scores + bias
-    others = s.clone()
-    others[:, c] = -math.inf
-    top_other, arg_other = others.max(1)
-    lse_other = torch.logsumexp(others, 1)
+    top_other, arg_other, lse_other = _rivals(px.scores, bias, c)
     base = px.scores[:, c]
     best = (-1.0, float(bias[c]))
     for v in OFFSETS:
@@ -95,6 +106,22 @@ def _sweep_class(
         if m > best[0] + 1e-9:
             best = (m, v)
     return best[1], best[0]
+
+
+def _rivals(
+    scores: torch.Tensor, bias: torch.Tensor, c: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The top offset score of the classes other than ``c``, its class, and their
+    log-sum-exp, for every pixel (computed a chunk at a time: a copy of all the scores is
+    760 MB on CamVid val)."""
+    n = len(scores)
+    top, arg, lse = torch.empty(n), torch.empty(n, dtype=torch.int64), torch.empty(n)
+    for a in range(0, n, CHUNK):
+        others = scores[a : a + CHUNK] + bias
+        others[:, c] = -math.inf
+        top[a : a + CHUNK], arg[a : a + CHUNK] = others.max(1)
+        lse[a : a + CHUNK] = torch.logsumexp(others, 1)
+    return top, arg, lse
 
 
 def fit_class_bias(px: PixelScores, unknown_below: float) -> torch.Tensor:
