@@ -126,7 +126,7 @@ BOUNDARY_RADIUS = 4  # pixels: half a map cell, where a 1/8 map's class changes
 
 def boundary_band(target: torch.Tensor, radius: int = BOUNDARY_RADIUS) -> torch.Tensor:
     """Labelled pixels with a pixel of another labelled class within ``radius`` (a square):
-    the thin classes (pole, sign, people) are nearly all band, road and sky nearly none."""
+    most of the thin classes' pixels (pole 94 % on CamVid train), few of road's (6 %)."""
     valid = target < NUM_CLASSES
     t = target.float().unsqueeze(1)
     hi = square_max(torch.where(valid.unsqueeze(1), t, -1.0), radius)
