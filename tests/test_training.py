@@ -393,11 +393,12 @@ def test_resume_keeps_adam_moments_under_the_new_learning_rate(capsys) -> None:
     assert [p["lr"] for p in g.param_groups] == [0.25, 2.5]
 
 
-def test_export_writes_into_a_new_dest_folder(tmp_path) -> None:
+def test_export_writes_into_a_new_dest_folder(tmp_path, monkeypatch) -> None:
     """`train export --dest DIR` with DIR not there yet makes the folder and writes
-    DIR/<name>-<sha8>.pt into it, not a bundle file named DIR."""
+    DIR/<name>-<sha8>.pt into it, not a bundle file named DIR; the map checkpoint is read once."""
     import json
 
+    from semcodec.train import common
     from semcodec.train.codec import CodecTrainConfig, train_codec
     from semcodec.train.export import export_bundle
     from semcodec.zoo.bundles import load_bundle
@@ -411,6 +412,11 @@ def test_export_writes_into_a_new_dest_folder(tmp_path) -> None:
     seg = load_bundle("tiny").seg
     torch.save({"model": seg.state_dict(), "config": json.dumps({"model": "tiny"})}, seg_ckpt)
     dest = tmp_path / "new" / "bundles"
+    reads = []
+    real = common._load_weights
+    monkeypatch.setattr(common, "_load_weights", lambda p: reads.append(p) or real(p))
     out = export_bundle(seg_ckpt, tmp_path / "codec" / "codec-checkpoint.pt", dest, "tiny")
     assert dest.is_dir() and out.parent == dest and out.name.startswith("tiny-")
     assert load_bundle(str(out)).info["codec_steps"] == 1
+    assert reads == [seg_ckpt]  # weights, steps, hours and configuration from one read
+    assert load_bundle(str(out)).spec.seg == "tiny"

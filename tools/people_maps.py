@@ -30,10 +30,11 @@ def seg_net(model: str | None, weights: str | None):
     if weights is None:
         return load_bundle(model or "default").seg
     from semcodec.models.segmentation import build_segnet
-    from semcodec.train.common import seg_config_of, seg_source
+    from semcodec.train.common import read_seg_source
 
-    net = build_segnet(seg_config_of(Path(weights)))
-    net.load_state_dict({k: v.float() for k, v in seg_source(Path(weights))[0].items()})
+    source = read_seg_source(Path(weights))
+    net = build_segnet(source.config)
+    net.load_state_dict({k: v.float() for k, v in source.weights.items()})
     return net.eval()
 
 

@@ -107,29 +107,33 @@ def trained_weights(state: dict, average: bool = True) -> tuple[dict[str, torch.
 
 @dataclass
 class SegSource:
-    """What a map network's checkpoint or bundle brings: weights, steps, hours, and the
-    start of its training (seg_start_of)."""
+    """What a map network's checkpoint or bundle brings: weights, steps, hours, the start of
+    its training ('imagenet' or 'random' for a run of its own, otherwise what it fine-tuned;
+    '' where it does not say: a bundle file, or a checkpoint older than the record, taken as
+    a fine-tune) and its configuration name."""
 
     weights: dict[str, torch.Tensor]
     steps: int
     hours: float
     start: str
+    config: str
 
 
 def read_seg_source(path: Path, average: bool = True) -> SegSource:
-    """A map network's weights, steps, hours and start, read once (its moving average where
-    a checkpoint kept one, unless ``average`` is off)."""
+    """A map network's weights, steps, hours, start and configuration, read once (its moving
+    average where a checkpoint kept one, unless ``average`` is off)."""
     state = _load_weights(path)
     if "model" in state:
         weights, _ = trained_weights(state, average)
         steps, hours = int(state.get("step", 0)), float(state.get("hours", 0.0))
-        return SegSource(weights, steps, hours, _start_of(_recipe(state)))
+        cfg = _recipe(state)
+        return SegSource(weights, steps, hours, _start_of(cfg), str(cfg.get("model", "default")))
     from semcodec.zoo.bundles import load_bundle  # a bundle: loaded and checked by the zoo
 
     bundle = load_bundle(str(path))
     info = bundle.info
     steps, hours = int(info.get("seg_steps", 0)), float(info.get("seg_hours", 0.0))
-    return SegSource(bundle.seg.state_dict(), steps, hours, "")
+    return SegSource(bundle.seg.state_dict(), steps, hours, "", bundle.spec.seg)
 
 
 def seg_source(path: Path, average: bool = True) -> tuple[dict[str, torch.Tensor], int, float]:
@@ -165,29 +169,11 @@ def seg_net_of(path: Path, average: bool = True):
     return net
 
 
-def seg_start_of(path: Path) -> str:
-    """Where a map network's training checkpoint started: 'imagenet' or 'random' for a run of
-    its own, otherwise what it fine-tuned ('' where it does not say: a bundle file, or a
-    checkpoint older than the record, taken as a fine-tune)."""
-    return _start_of(_recipe(_load_weights(path)))
-
-
 def _start_of(cfg: dict) -> str:
-    """seg_start_of from a checkpoint's recorded recipe."""
+    """SegSource.start from a checkpoint's recorded recipe."""
     if "init" not in cfg or cfg["init"]:
         return str(cfg.get("init", ""))
     return "imagenet" if cfg.get("imagenet", True) else "random"
-
-
-def seg_config_of(path: Path) -> str:
-    """The segmentation configuration of a training checkpoint or bundle (its recorded name)."""
-
-    state = _load_weights(path)
-    if "model" in state:
-        return str(_recipe(state).get("model", "default"))
-    from semcodec.zoo.bundles import load_bundle
-
-    return load_bundle(str(path)).spec.seg
 
 
 @dataclass

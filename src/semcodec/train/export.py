@@ -10,7 +10,7 @@ import torch
 
 from semcodec.models.segmentation import build_segnet
 from semcodec.train.codec_nets import CodecNets
-from semcodec.train.common import seg_config_of, seg_source
+from semcodec.train.common import read_seg_source
 from semcodec.zoo.bundles import BundleSpec, load_bundle, save_bundle_in
 
 
@@ -26,9 +26,10 @@ def export_bundle(
     compact_from: a bundle whose CompNet and compact table are kept verbatim (a generator
     fine-tuned with --freeze-compnet), so its base layer costs exactly that bundle's bytes.
     """
-    seg_weights, seg_steps, seg_hours = seg_source(seg_ckpt)
+    source = read_seg_source(seg_ckpt)
+    seg_weights, seg_steps, seg_hours = source.weights, source.steps, source.hours
     codec_state = torch.load(codec_ckpt, map_location="cpu", weights_only=True)
-    seg_config = seg_config_of(seg_ckpt)
+    seg_config = source.config
     seg = build_segnet(seg_config)
     seg.load_state_dict(
         {k: v.float() if v.is_floating_point() else v for k, v in seg_weights.items()}

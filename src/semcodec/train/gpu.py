@@ -211,7 +211,7 @@ def train_seg_gpu(
     eval_every_s: float,
 ) -> None:
     """One segmentation run from a bundle's network; writes seg-RUN.pt (best val) and a ledger."""
-    from semcodec.train.common import seg_config_of, seg_source
+    from semcodec.train.common import read_seg_source
     from semcodec.train.data import class_weights, read_split
     from semcodec.train.seg import SegTrainConfig, make_optimizer, ohem_loss
 
@@ -227,9 +227,10 @@ def train_seg_gpu(
     p_img, p_mask = read_packed_persons(persons) if persons else ([], [])
     p_img_t = [torch.from_numpy(a.copy()).to(dev) for a in p_img]
     p_mask_t = [torch.from_numpy(m).to(dev) for m in p_mask]
-    name = seg_config_of(bundle)
+    source = read_seg_source(bundle)
+    name = source.config
     net = build_segnet(name)
-    net.load_state_dict({k: v.float() for k, v in seg_source(bundle)[0].items()})
+    net.load_state_dict({k: v.float() for k, v in source.weights.items()})
     net = net.to(dev).to(memory_format=torch.channels_last)
     cfg = SegTrainConfig(
         model=name,
