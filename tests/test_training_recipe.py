@@ -89,17 +89,23 @@ def test_ohem_is_the_mean_of_the_hardest_share() -> None:
     assert float(ohem_loss(logits, target, None, 0.0)) == float(seg_loss(logits, target, None))
 
 
-def test_train_step_trains_on_the_hard_examples_when_asked() -> None:
-    """train seg --ohem reaches the step: its loss is the hard pixels' one."""
+def _frozen_step_setup():
+    """A tiny network, two synthetic frames and an optimiser that moves nothing (lr 0), with
+    the logits before the step: a step's returned loss can be checked against a loss function."""
     torch.manual_seed(0)
     net = build_segnet("tiny")
     images, labels = synthetic_segmentation(2, 32, 32)
     x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
     y = torch.from_numpy(labels).long()
     opt = torch.optim.SGD(net.parameters(), lr=0.0)
-    dev = torch.device("cpu")
     with torch.no_grad():
         logits = net(x)
+    return net, opt, x, y, torch.device("cpu"), logits
+
+
+def test_train_step_trains_on_the_hard_examples_when_asked() -> None:
+    """train seg --ohem reaches the step: its loss is the hard pixels' one."""
+    net, opt, x, y, dev, logits = _frozen_step_setup()
     plain = train_step(net, opt, x, y, None, dev, False)
     hard = train_step(net, opt, x, y, None, dev, False, ohem=0.25)
     assert plain == pytest.approx(float(seg_loss(logits, y, None)), rel=1e-5)
@@ -149,15 +155,7 @@ def test_boundary_weight_scales_the_band_in_the_mean() -> None:
 
 def test_train_step_weights_the_boundary_when_asked() -> None:
     """train seg --boundary-weight reaches the step."""
-    torch.manual_seed(0)
-    net = build_segnet("tiny")
-    images, labels = synthetic_segmentation(2, 32, 32)
-    x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
-    y = torch.from_numpy(labels).long()
-    opt = torch.optim.SGD(net.parameters(), lr=0.0)
-    dev = torch.device("cpu")
-    with torch.no_grad():
-        logits = net(x)
+    net, opt, x, y, dev, logits = _frozen_step_setup()
     got = train_step(net, opt, x, y, None, dev, False, boundary=4.0)
     assert got == pytest.approx(float(pixel_loss(logits, y, None, boundary=4.0)), rel=1e-6)
     assert got != pytest.approx(float(seg_loss(logits, y, None)), rel=2e-5)

@@ -60,7 +60,7 @@ def pixel_scores(
         valid = torch.from_numpy(lab != VOID)
         k = int(valid.sum())
         scores[at : at + k] = image_scores(net, img, bf16)[:, valid].T
-        truth[at : at + k] = torch.from_numpy(lab[lab != VOID].astype(np.int64))
+        truth[at : at + k] = torch.from_numpy(lab.astype(np.int64))[valid]
         frame[at : at + k] = i
         at += k
     return PixelScores(scores, truth, frame)
