@@ -1,8 +1,8 @@
 """Conformance: stored .sem files of every shipped model decode to recorded pixel hashes.
 
 Each file is decoded in fresh processes with oneDNN's and ATen's kernels at their best, capped
-at AVX2 and at SSE4.1 (ATen without vector extensions), with 1 and 2 threads (the 2-megapixel
-files with 2 threads only, and in this process): the decoder's
+at AVX2 and at SSE4.1 (ATen without vector extensions), with 1 and 2 threads (the shipped
+default's 2-megapixel file with 2 threads only; every release's in this process): the decoder's
 arithmetic is exact (integer generator, integer entropy coders, AV1's integer decoder), so
 every run must reproduce the hashes that were recorded when the files were written
 (tests/conformance/make_files.py). docs/format.md says what a conforming decoder reproduces.
@@ -38,7 +38,8 @@ decoders = {}
 out = {"isa": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
        "files": {}}
 for path in sorted(Path(sys.argv[2]).glob("**/*.sem")):
-    if path.name in sys.argv[3:]:
+    name = path.relative_to(sys.argv[2]).as_posix()
+    if name in sys.argv[3:]:
         continue
     data = path.read_bytes()
     h = container.read_header(data).model_hash
@@ -53,15 +54,37 @@ for path in sorted(Path(sys.argv[2]).glob("**/*.sem")):
         base = base.convert("L")
     elif res.header.mode == "RGBA":
         base.putalpha(res.image.getchannel("A"))
-    name = path.relative_to(sys.argv[2]).as_posix()
     out["files"][name] = {"full": pixel_hash(res.image), "base": pixel_hash(base)}
 print(json.dumps(out))
 """
 
-#: the 2-megapixel tiled file of each release: decoded by the 2-thread run of every ISA and in
-#: this process; the 1-thread runs decode the small files only (one release's large file costs
-#: 20-40 s on one thread at SSE4.1, and the suite has 10 minutes on a 2-core machine)
+#: the 2-megapixel tiled file of each release: every release's is decoded in this process (both
+#: layers, torch's kernel), the shipped default's also by the 2-thread run of every ISA; the
+#: 1-thread runs decode the small files only. The kernels and the tiling are one code path for
+#: every release, and one large file costs 20-40 s at SSE4.1 (the suite has 10 minutes on a
+#: 2-core machine: with all of them, the 2-thread SSE4.1 run alone took 3 minutes)
 LARGE = ("tiled-base.sem",)
+
+
+def default_folder() -> Path:
+    """The shipped default's folder of files (its weights file's name without '.pt')."""
+    from semcodec.defaults import DEFAULT_MODEL
+    from semcodec.zoo.registry import REGISTRY
+
+    return HERE / Path(REGISTRY[DEFAULT_MODEL].weights).stem
+
+
+def large_files_left_out(threads: int) -> tuple[str, ...]:
+    """Paths under HERE of the large files a run leaves out: all of them on one thread, all
+    but the default's on two."""
+    keep = default_folder() if threads == 2 else None
+    return tuple(
+        (d / name).relative_to(HERE).as_posix()
+        for d in FOLDERS
+        for name in LARGE
+        if (d / name).exists() and d != keep
+    )
+
 
 RUNS = [  # threads, environment
     (1, {}),
@@ -74,13 +97,13 @@ RUNS = [  # threads, environment
 
 
 def all_recorded(leave_out: tuple[str, ...] = ()) -> dict[str, dict]:
-    """Every recorded file by its path under HERE, with its hashes (less those named)."""
-    return {
+    """Every recorded file by its path under HERE, with its hashes (less the paths named)."""
+    every = {
         (d / name).relative_to(HERE).as_posix(): want
         for d, record in RECORDS.items()
         for name, want in record["files"].items()
-        if name not in leave_out
     }
+    return {path: want for path, want in every.items() if path not in leave_out}
 
 
 def test_every_shipped_model_has_conformance_files_of_its_weights():
@@ -185,9 +208,22 @@ def test_codec_decodes_its_own_models_conformance_files():
             assert pixel_hash(codec.decode(data).image) == want["full"], name
 
 
+def test_the_isa_runs_decode_the_default_releases_large_file():
+    """The 2-thread runs keep one large file, the shipped default's; the 1-thread runs none."""
+    two, one = large_files_left_out(2), large_files_left_out(1)
+    from semcodec.defaults import DEFAULT_MODEL
+    from semcodec.zoo.bundles import load_bundle
+
+    default = default_folder()
+    assert default in FOLDERS and (default / LARGE[0]).exists()
+    assert RECORDS[default]["model_hash"] == load_bundle(DEFAULT_MODEL).hash
+    assert set(one) - set(two) == {(default / LARGE[0]).relative_to(HERE).as_posix()}
+    assert len(one) == sum((d / LARGE[0]).exists() for d in FOLDERS) > 1
+
+
 @pytest.mark.parametrize(("threads", "env"), RUNS, ids=lambda v: str(v))
 def test_conformance_files_decode_identically_on_every_isa_and_thread_count(threads, env, tmp_path):
-    leave_out = LARGE if threads == 1 else ()
+    leave_out = large_files_left_out(threads)
     script = tmp_path / "decode_all.py"
     script.write_text(SCRIPT)
     r = subprocess.run(
