@@ -166,7 +166,7 @@ def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
 
 def test_seg_moving_average_is_what_eval_and_attach_take(tmp_path, one_thread) -> None:
     """`train seg --ema` keeps an average apart from the last step's weights; `eval seg
-    --weights` (and `train attach --seg`, through `seg_source`) take the average, and the last
+    --weights` (and `train attach --seg`, through `read_seg_source`) take the average, and the last
     step's weights with `--last-step`."""
     from semcodec.cli.evaluate import _seg_net
     from semcodec.train.seg import SegTrainConfig, train_seg

@@ -29,13 +29,9 @@ def seg_net(model: str | None, weights: str | None):
 
     if weights is None:
         return load_bundle(model or "default").seg
-    from semcodec.models.segmentation import build_segnet
     from semcodec.train.common import read_seg_source
 
-    source = read_seg_source(Path(weights))
-    net = build_segnet(source.config)
-    net.load_state_dict({k: v.float() for k, v in source.weights.items()})
-    return net.eval()
+    return read_seg_source(Path(weights)).net().eval()
 
 
 def panel(img: Image.Image, text: str) -> Image.Image:

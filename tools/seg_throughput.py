@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from semcodec.models.segmentation import build_segnet
-from semcodec.train.common import autocast, seg_source
+from semcodec.train.common import autocast, read_seg_source
 from semcodec.train.data import SegAugment, read_split, synthetic_segmentation
 from semcodec.train.featcache import build_cache, freeze_backbone
 from semcodec.train.seg import SegTrainConfig, cached_step, make_optimizer, train_step
@@ -35,7 +35,7 @@ def measure(args: argparse.Namespace) -> dict:
     net = build_segnet(args.model)
     if args.weights:
         path = weights_path(args.weights) if args.weights in REGISTRY else Path(args.weights)
-        state = seg_source(path)[0]
+        state = read_seg_source(path).weights
         net.load_state_dict({k: v.float() for k, v in state.items()})
     if args.synthetic:
         images, labels = synthetic_segmentation(16, 2 * ch, 2 * cw)

@@ -37,9 +37,9 @@ from semcodec.train.common import (
     Progress,
     cleanup_distributed,
     load_checkpoint,
+    read_seg_source,
     save_checkpoint,
     seg_net_of,
-    seg_source,
     setup_distributed,
 )
 from semcodec.train.data import list_images
@@ -147,7 +147,7 @@ def load_seg(seg_weights: Path | None, synthetic: bool) -> SegNet:
         return build_segnet("tiny" if synthetic else "default")
     if synthetic:
         seg = build_segnet("tiny")
-        seg.load_state_dict({k: v.float() for k, v in seg_source(seg_weights)[0].items()})
+        seg.load_state_dict({k: v.float() for k, v in read_seg_source(seg_weights).weights.items()})
         return seg
     return seg_net_of(seg_weights)
 

@@ -118,6 +118,17 @@ class SegSource:
     start: str
     config: str
 
+    def net(self):
+        """The network these weights belong to, in float32 (no class offsets: a bundle's are
+        in its configuration, not its weights)."""
+        from semcodec.models.segmentation import build_segnet
+
+        net = build_segnet(self.config)
+        net.load_state_dict(
+            {k: v.float() if v.is_floating_point() else v for k, v in self.weights.items()}
+        )
+        return net
+
 
 def read_seg_source(path: Path, average: bool = True) -> SegSource:
     """A map network's weights, steps, hours, start and configuration, read once (its moving
@@ -136,13 +147,6 @@ def read_seg_source(path: Path, average: bool = True) -> SegSource:
     return SegSource(bundle.seg.state_dict(), steps, hours, "", bundle.spec.seg)
 
 
-def seg_source(path: Path, average: bool = True) -> tuple[dict[str, torch.Tensor], int, float]:
-    """Segmentation weights, steps and hours from a training checkpoint (its moving average
-    where it kept one, unless ``average`` is off) or a model bundle."""
-    src = read_seg_source(path, average)
-    return src.weights, src.steps, src.hours
-
-
 def _recipe(state: dict) -> dict:
     """The recipe a training checkpoint records (empty for a bundle file)."""
     import json
@@ -156,17 +160,14 @@ def seg_net_of(path: Path, average: bool = True):
     with the offsets the bundle records)."""
     import copy
 
-    from semcodec.models.segmentation import build_segnet
-
     state = _load_weights(path)
     if "model" not in state:
         from semcodec.zoo.bundles import load_bundle
 
         return copy.deepcopy(load_bundle(str(path)).seg)
-    net = build_segnet(str(_recipe(state).get("model", "default")))
     weights, _ = trained_weights(state, average)
-    net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
-    return net
+    cfg = _recipe(state)
+    return SegSource(weights, 0, 0.0, _start_of(cfg), str(cfg.get("model", "default"))).net()
 
 
 def _start_of(cfg: dict) -> str:

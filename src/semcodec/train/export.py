@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 import torch
 
-from semcodec.models.segmentation import build_segnet
 from semcodec.train.codec_nets import CodecNets
 from semcodec.train.common import read_seg_source
 from semcodec.zoo.bundles import BundleSpec, load_bundle, save_bundle_in
@@ -27,13 +26,8 @@ def export_bundle(
     fine-tuned with --freeze-compnet), so its base layer costs exactly that bundle's bytes.
     """
     source = read_seg_source(seg_ckpt)
-    seg_weights, seg_steps, seg_hours = source.weights, source.steps, source.hours
     codec_state = torch.load(codec_ckpt, map_location="cpu", weights_only=True)
-    seg_config = source.config
-    seg = build_segnet(seg_config)
-    seg.load_state_dict(
-        {k: v.float() if v.is_floating_point() else v for k, v in seg_weights.items()}
-    )
+    seg = source.net()
     cfg = json.loads(codec_state.get("config", "{}"))
     nets = CodecNets(
         cfg.get("compnet", "default"),
@@ -43,12 +37,12 @@ def export_bundle(
     nets.load_state_dict(codec_state["nets"])
     spec = BundleSpec(
         name,
-        seg=seg_config,
+        seg=source.config,
         compnet=cfg.get("compnet", "default"),
         generator=cfg.get("generator", "default"),
     )
     info = {
-        "seg_steps": seg_steps, "seg_hours": seg_hours,
+        "seg_steps": source.steps, "seg_hours": source.hours,
         "codec_steps": int(codec_state["step"]), "codec_hours": float(codec_state.get("hours", 0.0)),
         "codec_recipe": cfg,
     }  # fmt: skip

@@ -28,7 +28,7 @@ from PIL import Image
 from semcodec.format.classes import NUM_CLASSES
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.models.enhance import ENHANCE_CONFIGS, EnhanceConfig, EnhanceNet
-from semcodec.models.segmentation import VOID, SegNet, build_segnet
+from semcodec.models.segmentation import VOID, SegNet
 
 # ----- compact packs ------------------------------------------------------------------------
 
@@ -229,8 +229,7 @@ def train_seg_gpu(
     p_mask_t = [torch.from_numpy(m).to(dev) for m in p_mask]
     source = read_seg_source(bundle)
     name = source.config
-    net = build_segnet(name)
-    net.load_state_dict({k: v.float() for k, v in source.weights.items()})
+    net = source.net()
     net = net.to(dev).to(memory_format=torch.channels_last)
     cfg = SegTrainConfig(
         model=name,

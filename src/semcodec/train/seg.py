@@ -287,9 +287,10 @@ def train_seg(
         )
     fresh = state_path_missing(out, resume)
     if cfg.init and fresh:
-        from semcodec.train.common import seg_source
+        from semcodec.train.common import read_seg_source
 
-        net.load_state_dict({k: v.float() for k, v in seg_source(Path(cfg.init))[0].items()})
+        init = read_seg_source(Path(cfg.init)).weights
+        net.load_state_dict({k: v.float() for k, v in init.items()})
     elif cfg.imagenet and net.cfg.backbone == "lite0" and fresh:
         from semcodec.models.efficientnet import load_pretrained_state
 
