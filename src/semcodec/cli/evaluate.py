@@ -98,6 +98,35 @@ def eval_group() -> None:
     default=None,
     help="A folder of unlabelled photos: the UNKNOWN share of their maps.",
 )
+@click.option(
+    "--anomaly",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    metavar="GT",
+    help="BSDS500 groundTruth folder: also score the split's frames with an object outside the "
+    "classes pasted into each (AUROC, FPR at 95 % TPR, AP, UNKNOWN shares; train.anomaly).",
+)
+@click.option(
+    "--anomaly-objects",
+    type=click.Choice(["test", "val"]),
+    default="test",
+    show_default=True,
+    help="whose objects are pasted: the BSDS500 test photos' (the benchmark) or val's (choices)",
+)
+@click.option(
+    "--anomaly-photos",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the photos of those objects (default: ../shared/data/bsds500-test, or photos for val)",
+)
+@click.option(
+    "--shift",
+    type=int,
+    default=None,
+    metavar="SEED",
+    help="score a copy of the split as another camera gives it (exposure, white balance, "
+    "noise, JPEG, resolution; the same copy for the same seed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 @debug_option
 def eval_seg(
@@ -114,6 +143,10 @@ def eval_seg(
     fit_bias: bool,
     persons: Path | None,
     photos: Path | None,
+    anomaly: Path | None,
+    anomaly_objects: str,
+    anomaly_photos: Path | None,
+    shift: int | None,
     as_json: bool,
 ) -> None:
     """Per-class IoU and recall, mIoU, pixel accuracy, UNKNOWN share and speed on CamVid."""
@@ -133,6 +166,11 @@ def eval_seg(
     images, labels = read_split(data, split)
     if limit is not None:
         images, labels = images[:limit], labels[:limit]
+    if shift is not None:
+        from semcodec.train.anomaly import shifted_frame
+
+        pairs = [shifted_frame(im, labels[i], i, shift) for i, im in enumerate(images)]
+        images, labels = [p[0] for p in pairs], [p[1] for p in pairs]
     fitted = None
     if fit_bias:
         from semcodec.train.decision import fit_report, pixel_scores
@@ -154,6 +192,10 @@ def eval_seg(
         result["persons"] = evaluate_persons(net, held.images, held.masks)
     if photos is not None:
         result["photos"] = _photo_shares(net, photos, limit)
+    if anomaly is not None:
+        result["anomaly"] = _anomaly(
+            net, images, labels, anomaly, anomaly_objects, anomaly_photos, ts
+        )
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -194,6 +236,21 @@ def eval_enhance(data: Path, model: str, hold_out: int, effort: int, as_json: bo
         f"float {result['float_gain']:+.3f}, integer {result['integer_gain']:+.3f}, "
         f"with the per-file fit {result['fitted_gain']:+.3f} dB"
     )
+
+
+def _anomaly(net, images, labels, gt: Path, split: str, photos: Path | None, sweep) -> dict:
+    """The pasted-object benchmark (train.anomaly) of a split's frames."""
+    from semcodec.train.anomaly import pasted_frames, score_anomaly
+    from semcodec.train.outliers import read_objects
+    from semcodec.train.seg import image_scores
+
+    default = Path("../shared/data/bsds500-test" if split == "test" else "../shared/data/photos")
+    objects = read_objects(gt, photos or default, split)
+    net.eval()
+    frames = ((image_scores(net, img), lab) for img, lab in pasted_frames(images, labels, objects))
+    t = net.cfg.unknown_below
+    result = score_anomaly(frames, net.cfg.class_bias, (t, *sweep))
+    return {"objects": f"{split} ({len(objects)})", **result.as_dict(t)}
 
 
 def _photo_shares(net, folder: Path, limit: int | None) -> dict:
@@ -291,4 +348,19 @@ def _print_seg(result: dict) -> None:
             f"{100 * ph['unknown_share']:5.2f} %; "
             + ", ".join(f"{k} {100 * v:.1f} %" for v, k in top)
         )
+    if "anomaly" in result:
+        _print_anomaly(result["anomaly"])
     click.echo(f"  {'speed':<12}     {result['images_per_s']:6.2f} images/s")
+
+
+def _print_anomaly(a: dict) -> None:
+    """The pasted-object benchmark's lines of eval seg."""
+    click.echo(
+        f"  pasted objects ({a['objects']}): AUROC {100 * a['auroc']:5.2f}, FPR at 95 % TPR "
+        f"{100 * a['fpr95']:5.2f} %, AP {100 * a['ap']:5.2f}"
+    )
+    for t, r in a["sweep"].items():
+        click.echo(
+            f"    unknown below {t}: pasted pixels UNKNOWN {100 * r['pasted_unknown']:5.1f} %, "
+            f"in-vocabulary pixels UNKNOWN {100 * r['inlier_unknown']:5.2f} %"
+        )

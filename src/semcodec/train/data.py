@@ -66,8 +66,10 @@ class SegAugment:
         seed: int = 0,
         aspect: float = 0.0,
         blur: float = 0.0,
+        camera: float = 0.0,
     ):
         self.crop, self.scale, self.aspect, self.blur = crop, scale, aspect, blur
+        self.camera = camera
         self.rng = np.random.default_rng(seed)
 
     def __call__(
@@ -85,6 +87,7 @@ class SegAugment:
                 self.aspect,
                 self.blur,
                 self.rng,
+                self.camera,
             )
             xs.append(x)
             ys.append(y)
@@ -99,6 +102,7 @@ def augment_frame(
     aspect: float,
     blur: float,
     rng: np.random.Generator,
+    camera: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One augmented crop of an (H,W,3) uint8 frame and its (H,W) labels, on their device:
     x (1,3,h,w) in [0,1], y (1,h,w) long. The CPU and the GPU trainer both draw through it;
@@ -116,7 +120,10 @@ def augment_frame(
     if rng.random() < 0.5:
         x, y = x.flip(-1), y.flip(-1)
     x = maybe_blur(x, blur, rng)
-    return jitter(x, rng).clamp(0, 1), y[:, 0].long()
+    x = jitter(x, rng).clamp(0, 1)
+    if camera and rng.random() < camera:  # no draw when off: the plain recipe's draws stay
+        x = camera_shift(x, rng)
+    return x, y[:, 0].long()
 
 
 def aspect_factor(rng: np.random.Generator, aspect: float) -> float:
@@ -155,6 +162,42 @@ def jitter(x: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
     x = (x - m) * c + m
     g = x.mean(1, keepdim=True)
     return (x - g) * s + g
+
+
+def camera_shift(x: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    """What differs between cameras, drawn at random on (B,3,H,W) in [0,1]: exposure and
+    tone curve, white balance, resolution (down and up again), sensor noise and JPEG."""
+    x = x.clamp(0, 1) ** float(np.exp(rng.uniform(-0.4, 0.4)))  # tone curve
+    x = x * float(2.0 ** rng.uniform(-1.0, 0.8))  # exposure, +-1 stop
+    gains = torch.tensor(np.exp(rng.uniform(-0.2, 0.2, 3)), dtype=x.dtype).view(1, 3, 1, 1)
+    x = (x * gains).clamp(0, 1)  # white balance
+    if rng.random() < 0.5:  # a sensor of lower resolution, upscaled
+        f = float(rng.uniform(0.35, 0.9))
+        h, w = x.shape[-2:]
+        small = (max(8, round(h * f)), max(8, round(w * f)))
+        x = F.interpolate(x, size=small, mode="bilinear", align_corners=False, antialias=True)
+        x = F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+    if rng.random() < 0.5:  # sensor noise
+        noise = torch.from_numpy(rng.standard_normal(tuple(x.shape)).astype(np.float32))
+        x = x + float(rng.uniform(0.005, 0.04)) * noise.to(x.dtype)
+    x = x.clamp(0, 1)
+    if rng.random() < 0.5:
+        x = jpeg_roundtrip(x, int(rng.integers(20, 90)))
+    return x
+
+
+def jpeg_roundtrip(x: torch.Tensor, quality: int) -> torch.Tensor:
+    """(B,3,H,W) in [0,1] through a JPEG of the given quality."""
+    import io
+
+    out = []
+    for img in x:
+        arr = (img.permute(1, 2, 0).numpy() * 255 + 0.5).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(arr).save(buf, format="JPEG", quality=quality)
+        back = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
+        out.append(torch.from_numpy(back.copy()).permute(2, 0, 1).float().div(255))
+    return torch.stack(out).to(x.dtype)
 
 
 def class_weights(labels: np.ndarray, num_classes: int, power: float = 0.5) -> torch.Tensor:

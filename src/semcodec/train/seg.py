@@ -42,7 +42,10 @@ from semcodec.train.featcache import (
     cached_logits,
     freeze_backbone,
 )
+from semcodec.train.outliers import OUTLIER, OutlierPaste, read_objects, uniform_ce
 from semcodec.train.persons import NOT_PERSON, PERSON, PersonAugment, read_person_set
+
+OUTLIER_WEIGHT = 0.5  # weight of a pasted object's pixel against a labelled one
 
 
 @dataclass
@@ -77,6 +80,13 @@ class SegTrainConfig:
     freeze_backbone: bool = False
     cache_crops: int = 256
     cache_epochs: int = 4
+    # outlier exposure (train.outliers): BSDS500 ground-truth folder and its photos; the share
+    # of CamVid crops given a pasted object, and the weight of its pixels' loss
+    outlier_gt: str = ""
+    outlier_photos: str = ""
+    outlier_share: float = 0.0
+    outlier_weight: float = OUTLIER_WEIGHT
+    camera: float = 0.0  # probability of a camera shift of a CamVid crop (data.camera_shift)
 
 
 def seg_loss(
@@ -84,26 +94,33 @@ def seg_loss(
     target: torch.Tensor,
     weight: torch.Tensor | None,
     pixel_weight: torch.Tensor | None = None,
+    outlier_weight: float = OUTLIER_WEIGHT,
 ) -> torch.Tensor:
     """B11 L1: pixel-wise cross-entropy over the labelled pixels (void ignored).
 
     NOT_PERSON pixels (person photos outside the mask) add -log(1 - p(pedestrian)): they say
-    what a pixel is not, never what it is. ``pixel_weight`` scales each labelled pixel's term
-    (and its share of the mean), as the class weights do.
+    what a pixel is not, never what it is. OUTLIER pixels (pasted objects, train.outliers) add
+    ``outlier_weight`` times the cross-entropy to the uniform distribution: none of the
+    classes. ``pixel_weight`` scales each labelled pixel's term (and its share of the mean),
+    as the class weights do.
     """
     logits = logits.float()
     not_person = target == NOT_PERSON
-    if pixel_weight is None and not bool(not_person.any()):
+    outlier = target == OUTLIER
+    if pixel_weight is None and not bool(not_person.any()) and not bool(outlier.any()):
         return F.cross_entropy(logits, target, weight=weight, ignore_index=VOID)
-    labelled = target.masked_fill(not_person, VOID)
+    labelled = target.masked_fill(not_person | outlier, VOID)
     n_ce = int((labelled != VOID).sum())
     ce = weighted_ce(logits, labelled, weight, pixel_weight) if n_ce else 0.0
-    if not bool(not_person.any()):
-        return ce
-    others = torch.cat([logits[:, :PERSON], logits[:, PERSON + 1 :]], 1)
-    neg = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)  # -log(1 - p_person)
-    n_neg = int(not_person.sum())
-    return (ce * n_ce + neg[not_person].sum()) / (n_ce + n_neg)
+    total, count = ce * n_ce, n_ce
+    if bool(not_person.any()):
+        others = torch.cat([logits[:, :PERSON], logits[:, PERSON + 1 :]], 1)
+        neg = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)  # -log(1 - p_person)
+        total, count = total + neg[not_person].sum(), count + int(not_person.sum())
+    if bool(outlier.any()):
+        unif = uniform_ce(logits)[outlier]
+        total, count = total + outlier_weight * unif.sum(), count + len(unif)
+    return total / count
 
 
 def weighted_ce(
@@ -147,15 +164,17 @@ def pixel_loss(
     weight: torch.Tensor | None,
     ohem: float = 0.0,
     boundary: float = 1.0,
+    outlier_weight: float = OUTLIER_WEIGHT,
 ) -> torch.Tensor:
     """The training loss: hard examples (``ohem``), a boundary band weighted ``boundary``
-    times, or B11's cross-entropy."""
+    times, or B11's cross-entropy (pasted objects' pixels weighted ``outlier_weight``)."""
     if ohem > 0:
         return ohem_loss(logits, target, weight, ohem)
     if boundary == 1.0:
-        return seg_loss(logits, target, weight)
+        return seg_loss(logits, target, weight, outlier_weight=outlier_weight)
     band = boundary_band(target)
-    return seg_loss(logits, target, weight, 1.0 + (boundary - 1.0) * band.float())
+    pixel_weight = 1.0 + (boundary - 1.0) * band.float()
+    return seg_loss(logits, target, weight, pixel_weight, outlier_weight)
 
 
 def ohem_loss(
@@ -201,13 +220,22 @@ def make_optimizer(net: SegNet, cfg: SegTrainConfig) -> torch.optim.Optimizer:
 
 
 def train_step(
-    net, opt, x, y, weight, device, bf16: bool, ohem: float = 0.0, boundary: float = 1.0
+    net,
+    opt,
+    x,
+    y,
+    weight,
+    device,
+    bf16: bool,
+    ohem: float = 0.0,
+    boundary: float = 1.0,
+    outlier_weight: float = OUTLIER_WEIGHT,
 ) -> float:
     """One SGD step; returns the loss."""
     with autocast(device, bf16):
         logits = net(x.to(device))
     w = None if weight is None else weight.to(device)
-    loss = pixel_loss(logits, y.to(device), w, ohem, boundary)
+    loss = pixel_loss(logits, y.to(device), w, ohem, boundary, outlier_weight)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -224,13 +252,14 @@ def cached_step(
     bf16: bool,
     ohem: float = 0.0,
     boundary: float = 1.0,
+    outlier_weight: float = OUTLIER_WEIGHT,
 ) -> float:
     """One step of the frozen-backbone mode on cached crops; returns the loss."""
     with autocast(device, bf16):
         logits = cached_logits(net, cache, idx.to(device))
     target = cache.labels[idx.to(device)].long()
     w = None if weight is None else weight.to(device)
-    loss = pixel_loss(logits, target, w, ohem, boundary)
+    loss = pixel_loss(logits, target, w, ohem, boundary, outlier_weight)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -244,10 +273,14 @@ def draw_batch(
     cfg: SegTrainConfig,
     person_aug: PersonAugment,
     persons,
+    paste: OutlierPaste | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of CamVid crops, the last person_share of it person photos when given."""
+    """A batch of CamVid crops (objects pasted into some where ``paste`` is given), the last
+    person_share of it person photos when given."""
     n_person = 0 if persons is None else max(1, round(cfg.batch * cfg.person_share))
     x, y = aug(images, labels, cfg.batch - n_person)
+    if paste is not None:
+        x, y = paste(x, y)
     if n_person == 0:
         return x, y
     extra = [person_aug.sample(persons) for _ in range(n_person)]
@@ -311,12 +344,14 @@ def train_seg(
         seed=cfg.seed * 1000 + rank + step,
         aspect=cfg.aspect,
         blur=cfg.blur,
+        camera=cfg.camera,
     )
     persons = read_person_set(Path(cfg.person_data)) if cfg.person_data else None
     person_aug = PersonAugment(cfg.crop, cfg.person_scale, seed=cfg.seed * 1000 + rank + step + 7)
+    paste = outlier_paste(cfg, seed=cfg.seed * 1000 + rank + step + 13)
     order = json.loads(state["data_order"]) if state is not None and "data_order" in state else {}
     if order:  # continue the interrupted run's draws
-        restore_data_order(order, aug, person_aug)
+        restore_data_order(order, aug, person_aug, paste)
     plan = frozen_plan(cfg, world)
     cache: FeatureCache | None = None
     block_start: dict = {}
@@ -331,23 +366,43 @@ def train_seg(
         for g in opt.param_groups:
             g["lr"] = lr * g.get("lr_scale", 1.0)
         if plan is None:
-            x, y = draw_batch(aug, images, labels, cfg, person_aug, persons)
-            loss = train_step(model, opt, x, y, weight, device, cfg.bf16, cfg.ohem, cfg.boundary)
+            x, y = draw_batch(aug, images, labels, cfg, person_aug, persons, paste)
+            loss = train_step(
+                model,
+                opt,
+                x,
+                y,
+                weight,
+                device,
+                cfg.bf16,
+                cfg.ohem,
+                cfg.boundary,
+                cfg.outlier_weight,
+            )
         else:
             if cache is None or step % plan.steps_per_block == 0:
                 if cache is None and order.get("block") == plan.block_of(step):
-                    restore_data_order(order["block_start"], aug, person_aug)  # rebuild it
-                block_start = data_order(aug, person_aug)
+                    restore_data_order(order["block_start"], aug, person_aug, paste)  # rebuild
+                block_start = data_order(aug, person_aug, paste)
                 cache = build_cache(
                     net,
-                    lambda: draw_batch(aug, images, labels, cfg, person_aug, persons),
+                    lambda: draw_batch(aug, images, labels, cfg, person_aug, persons, paste),
                     plan.steps_per_epoch,
                     device,
                     cfg.bf16,
                 )
             idx = plan.batch_indices(step)
             loss = cached_step(
-                net, opt, cache, idx, weight, device, cfg.bf16, cfg.ohem, cfg.boundary
+                net,
+                opt,
+                cache,
+                idx,
+                weight,
+                device,
+                cfg.bf16,
+                cfg.ohem,
+                cfg.boundary,
+                cfg.outlier_weight,
             )
         if avg is not None:
             ema_update(avg, net, cfg.ema)
@@ -371,10 +426,10 @@ def train_seg(
                     "cpu_hours": clock.cpu_hours(),
                     "config": json.dumps(asdict(cfg)),
                     "data_order": json.dumps(
-                        data_order(aug, person_aug)
+                        data_order(aug, person_aug, paste)
                         if plan is None
                         else {
-                            **data_order(aug, person_aug),
+                            **data_order(aug, person_aug, paste),
                             "block": plan.block_of(step - 1),
                             "block_start": block_start,
                         }
@@ -395,15 +450,32 @@ def frozen_plan(cfg: SegTrainConfig, world: int) -> CachePlan | None:
     return CachePlan(cfg.cache_crops, cfg.cache_epochs, cfg.batch, cfg.seed)
 
 
-def data_order(aug: SegAugment, person_aug: PersonAugment) -> dict:
+def data_order(
+    aug: SegAugment, person_aug: PersonAugment, paste: OutlierPaste | None = None
+) -> dict:
     """Where the batch draws stand, so a resumed run draws what the uninterrupted one would."""
-    return {"camvid": aug.rng.bit_generator.state, "persons": person_aug.rng.bit_generator.state}
+    order = {"camvid": aug.rng.bit_generator.state, "persons": person_aug.rng.bit_generator.state}
+    if paste is not None:
+        order["outliers"] = paste.rng.bit_generator.state
+    return order
 
 
-def restore_data_order(order: dict, aug: SegAugment, person_aug: PersonAugment) -> None:
+def restore_data_order(
+    order: dict, aug: SegAugment, person_aug: PersonAugment, paste: OutlierPaste | None = None
+) -> None:
     """Put the augmenters' generators back where a checkpoint left them."""
     aug.rng.bit_generator.state = order["camvid"]
     person_aug.rng.bit_generator.state = order["persons"]
+    if paste is not None and "outliers" in order:
+        paste.rng.bit_generator.state = order["outliers"]
+
+
+def outlier_paste(cfg: SegTrainConfig, seed: int) -> OutlierPaste | None:
+    """The outlier exposure of a run (train.outliers' training objects), None without it."""
+    if not (cfg.outlier_share > 0 and cfg.outlier_gt):
+        return None
+    objects = read_objects(Path(cfg.outlier_gt), Path(cfg.outlier_photos), "train")
+    return OutlierPaste(objects, cfg.outlier_share, seed)
 
 
 @torch.no_grad()
@@ -621,6 +693,41 @@ def evaluate_photos(net: SegNet, images: list[np.ndarray]) -> dict:
     show_default=True,
     help="--freeze-backbone: passes over a cache before the next is drawn",
 )
+@click.option(
+    "--outlier-gt",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="BSDS500 groundTruth folder: objects outside the classes pasted (train.outliers)",
+)
+@click.option(
+    "--outlier-photos",
+    type=click.Path(path_type=Path),
+    default=Path("../shared/data/photos"),
+    show_default=True,
+    help="the BSDS500 train and val photos of --outlier-gt",
+)
+@click.option(
+    "--outlier-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.5,
+    show_default=True,
+    help="with --outlier-gt: the share of CamVid crops given a pasted object",
+)
+@click.option(
+    "--outlier-weight",
+    type=click.FloatRange(0.0, 10.0),
+    default=OUTLIER_WEIGHT,
+    show_default=True,
+    help="weight of a pasted object's pixel (cross-entropy to uniform) against a labelled one",
+)
+@click.option(
+    "--camera",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="probability of a camera shift (exposure, white balance, noise, JPEG, resolution) "
+    "of a CamVid crop",
+)
 def seg_command(
     data,
     out,
@@ -651,6 +758,11 @@ def seg_command(
     freeze_backbone,
     cache_crops,
     cache_epochs,
+    outlier_gt,
+    outlier_photos,
+    outlier_share,
+    outlier_weight,
+    camera,
 ):
     """Train the segmentation network (design B) on CamVid."""
     if ohem and boundary_weight != 1.0:
@@ -681,6 +793,11 @@ def seg_command(
         freeze_backbone=freeze_backbone,
         cache_crops=cache_crops,
         cache_epochs=cache_epochs,
+        outlier_gt=str(outlier_gt or ""),
+        outlier_photos=str(outlier_photos),
+        outlier_share=outlier_share if outlier_gt else 0.0,
+        outlier_weight=outlier_weight,
+        camera=camera,
     )
     out.mkdir(parents=True, exist_ok=True)
     train_seg(
