@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from semcodec.cli import cli
-from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
+from semcodec.encoder.ratecontrol import TargetNotMet, bytes_for_bpp, fit_budget, search_quality
 from semcodec.format import container
 
 TINY = ["--model", "tiny", "--residual", "native", "--no-gating"]  # every layer present
@@ -92,10 +92,18 @@ def test_round_trip_default_naming_and_layers(work: Path):
     assert int(m["bytes"]) == size
     assert float(m["bpp"]) == pytest.approx(8 * size / (W * H), abs=1e-3)
 
-    # default decode output would be a.png, the original: refused, original untouched
+    # beside the original, decode never takes its name: a.dec.png, the original untouched
     before = (work / "a.png").read_bytes()
     r = run("decode", "a.sem")
-    assert r.exit_code == 1 and "file exists" in r.stderr
+    assert r.exit_code == 0 and "a.sem -> a.dec.png" in r.stdout, r.output
+    assert (work / "a.png").read_bytes() == before
+    assert Image.open(work / "a.dec.png").size == (W, H)
+    # again: refused, and the way out named is -o or -d, never --force
+    r = run("decode", "a.sem")
+    assert r.exit_code == 1 and error_lines(r) == [
+        "semcodec: error: a.sem: cannot write 'a.dec.png': file exists; name another output "
+        "with -o, or a folder with -d"
+    ]
     assert (work / "a.png").read_bytes() == before
 
     r = run("decode", "a.sem", "-o", "full.png")
@@ -129,7 +137,7 @@ def test_gray_input_decodes_to_gray_and_other_formats(work: Path):
     assert run("encode", "g.png", *TINY).exit_code == 0
     r = run("decode", "g.sem", "--format", "tiff")
     assert r.exit_code == 0, r.output
-    out = Image.open("g.tiff")
+    out = Image.open("g.dec.tiff")
     assert out.mode == "L" and out.size == (W, H)
     # format from -o's extension; an unknown one is a usage error
     assert run("decode", "g.sem", "-o", "g.bmp").exit_code == 0
@@ -147,7 +155,7 @@ def test_output_options(work: Path):
     assert r.exit_code == 0 and (work / "named.sem").exists()
     r = run("decode", "out/a.sem", "out/b.sem", "-d", "out")
     assert r.exit_code == 0, r.output
-    assert (work / "out" / "a.png").exists() and (work / "out" / "b.png").exists()
+    assert (work / "out" / "a.dec.png").exists() and (work / "out" / "b.dec.png").exists()
     # usage errors: -o with several inputs, -o with -d
     assert run("encode", "a.png", "b.png", "-o", "x.sem", *TINY).exit_code == 2
     assert run("encode", "a.png", "-o", "x.sem", "-d", "out", *TINY).exit_code == 2
@@ -193,7 +201,7 @@ def test_jobs_gives_identical_files(work: Path):
     assert [LINE_RE.match(x)["src"] for x in r.stdout.splitlines()] == names
     r = run("decode", "par/a.sem", "par/g.sem", "-d", "par", "--jobs", "2")
     assert r.exit_code == 0, r.output
-    assert Image.open(work / "par" / "g.png").mode == "L"
+    assert Image.open(work / "par" / "g.dec.png").mode == "L"
 
 
 def test_stdin_stdout(work: Path):
@@ -217,7 +225,8 @@ def test_no_clobber_and_force(work: Path):
     r = run("encode", "a.png", "-q", "80", *TINY)
     assert r.exit_code == 1
     assert error_lines(r) == [
-        "semcodec: error: a.png: cannot write 'a.sem': file exists (use --force to overwrite)"
+        "semcodec: error: a.png: cannot write 'a.sem': file exists; name another output with -o, "
+        "or a folder with -d"
     ]
     assert (work / "a.sem").read_bytes() == first
     r = run("encode", "a.png", "-q", "80", "--force", *TINY)
@@ -445,18 +454,46 @@ def test_search_quality_picks_highest_fitting(target: int):
     q, data, met = search_quality(encode, target)
     assert met and len(data) <= target
     assert q == min(100, (target - 100) // 10)
-    assert len(calls) == len(set(calls)) <= 9
+    assert len(calls) == len(set(calls)) <= 10
 
 
 def test_search_quality_infeasible_and_edges():
     encode, calls = _fake(lambda q: 100 + q)
-    q, data, met = search_quality(encode, 99)
-    assert (q, len(data), met) == (0, 100, False) and calls == [0]
+    q, data, met = search_quality(encode, 99)  # quality 1 does not fit, nor does 0
+    assert (q, len(data), met) == (0, 100, False) and calls == [1, 0]
     encode, calls = _fake(lambda q: 100 + q)
     q, data, met = search_quality(encode, 10**6)
-    assert (q, len(data), met) == (100, 200, True) and calls == [0, 100]
+    assert (q, len(data), met) == (100, 200, True) and calls == [1, 100]
     with pytest.raises(ValueError):
         search_quality(encode, -1)
+
+
+# kodim23's curve as measured: quality 0 (the base layer alone) is larger than qualities 1..5
+REAL_CURVE = {0: 4090, 1: 3464, 2: 3530, 3: 3610, 4: 3690, 5: 3751, 6: 3830, 7: 3900}
+
+
+def _real(q: int) -> int:
+    """A size curve whose quality 0 is not its smallest file."""
+    return REAL_CURVE.get(q, 3900 + 120 * (q - 7))
+
+
+def test_search_quality_searches_below_quality_0s_size():
+    """--target-size 3800 fits quality 5 (3751 bytes) though quality 0's file is 4090 bytes."""
+    encode, calls = _fake(_real)
+    q, data, met = search_quality(encode, 3800)
+    assert (q, len(data), met) == (5, 3751, True)
+    assert 0 not in calls  # quality 1 fits: the base layer's size never mattered
+    q, data, met = search_quality(encode, 3400)  # nothing fits: the true smallest is named
+    assert (q, len(data), met) == (1, 3464, False)
+    encode, calls = _fake(lambda q: 500 if q == 0 else 600 + q)  # only quality 0 fits
+    assert search_quality(encode, 550)[::2] == (0, True)
+
+
+def test_fit_budget_names_the_smallest_file():
+    encode, _ = _fake(_real)
+    assert fit_budget(encode, 4000)[0] == 7
+    with pytest.raises(TargetNotMet, match=r"smallest file is 3464 bytes \(quality 1\)"):
+        fit_budget(encode, 3400)
 
 
 def test_search_quality_never_exceeds_with_steps_and_noise():

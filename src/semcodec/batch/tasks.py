@@ -14,8 +14,7 @@ from semcodec.batch.stdio import STDIO, read_input
 from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
 from semcodec.batch.workers import import_torch
 from semcodec.defaults import DEFAULT_CHROMA, DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL
-from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
-from semcodec.errors import SemcodecError
+from semcodec.encoder.ratecontrol import budget_of, fit_budget
 from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.labelmap import label_image
 
@@ -82,18 +81,9 @@ def encode_work(task: EncodeTask) -> Outcome:
 
     warnings = list(image.warnings)
     targeted = task.target_size is not None or task.target_bpp is not None
-    if targeted:
-        budget = (
-            task.target_size
-            if task.target_size is not None
-            else bytes_for_bpp(task.target_bpp or 0.0, image.width, image.height)
-        )
-        quality, data, met = search_quality(encode, budget)
-        if not met:  # a script trusts the exit code: no file over its budget, and exit 1
-            raise SemcodecError(
-                f"target of {budget} bytes cannot be met: the smallest file is {len(data)} "
-                f"bytes (quality {quality}); nothing written"
-            )
+    if targeted:  # no file over its budget: TargetNotMet, exit 1
+        budget = budget_of(task.target_size, task.target_bpp, image.width, image.height)
+        quality, data = fit_budget(encode, budget)
     else:
         quality = options.quality
         data = encode(quality)

@@ -38,8 +38,9 @@ def _output_format(fmt: str | None, output: str | None) -> str:
     return "png"
 
 
-# a layer's default output never takes the picture's name: NAME.map.png, NAME.base.png
-_LAYER_SUFFIX = {"map": ".map", "base": ".base"}
+# a default output never takes a name the original picture can have (photo.png beside
+# photo.sem): NAME.dec.png, NAME.base.png, NAME.map.png
+LAYER_SUFFIX = {"full": ".dec", "map": ".map", "base": ".base"}
 
 
 @click.command()
@@ -98,7 +99,8 @@ def decode(
     quiet: bool,
     dataset: DatasetOptions,
 ) -> None:
-    """Decode .sem files to images (default output: IN with suffix .png; '-' is stdin/stdout)."""
+    """Decode .sem files to images (default output: NAME.dec.png for NAME.sem, never the
+    original's name; '-' is stdin/stdout)."""
     inputs, output = in_out_form(inputs, output, output_dir, SUFFIX_FORMATS)
     inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
@@ -112,7 +114,7 @@ def decode(
     if segmentation == STDIO:
         raise click.UsageError("--segmentation needs a file name")
     fmt = _output_format(fmt, output)
-    suffix = _LAYER_SUFFIX.get(layer, "") + DECODE_FORMATS[fmt][1]
+    suffix = LAYER_SUFFIX[layer] + DECODE_FORMATS[fmt][1]
     outputs = dataset.outputs(inputs, output, output_dir, suffix)
 
     def make_task(inp: str, stdin_data: bytes | None) -> DecodeTask:
