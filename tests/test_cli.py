@@ -315,7 +315,7 @@ def test_info_json(work: Path):
     assert run("encode", "a.png", "g.png", "-q", "30", *TINY).exit_code == 0
     r = run("info", "a.sem", "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.stdout)
+    (d,) = json.loads(r.stdout)  # a list for one file as for several: `jq '.[]'` always works
     size = (work / "a.sem").stat().st_size
     assert d["file"] == "a.sem" and d["bytes"] == size
     assert (d["width"], d["height"], d["mode"]) == (W, H, "RGB")
@@ -337,6 +337,24 @@ def test_info_json(work: Path):
     assert broken["file"] == "broken.sem" and broken["error"] and "width" not in broken
     r = run("info", "a.sem")
     assert r.stdout.startswith(f"a.sem: {size} bytes, 64x48 RGB")
+    assert d["learned_base"] == 1.0 and "  holds      the map, the learned base on 100 %" in r.stdout
+    r = run("info", "-", "--json", input=(work / "a.sem").read_bytes())
+    assert [x["file"] for x in json.loads(r.stdout)] == ["<stdin>"]
+
+
+def test_info_says_when_no_tile_uses_the_learned_base(work: Path):
+    """A file whose residual codes the image itself says so, and what --layer base gives."""
+    from semcodec.format.info import holds_text
+
+    d = {"layers": {"semantic_map": {}, "residual": {}}, "learned_base": 0.0}
+    assert holds_text(d).startswith("the map and a residual that codes the image itself; no tile")
+    assert "flat grey" in holds_text(d)
+    assert holds_text({"layers": {"compact": {}}, "learned_base": 1.0}).startswith(
+        "the base layer alone"
+    )
+    assert run("encode", "a.png", "-q", "0", "-o", "q0.sem", *TINY).exit_code == 0
+    r = run("info", "q0.sem")
+    assert "  holds      the base layer alone" in r.stdout, r.stdout
 
 
 def test_target_size_real(work: Path):

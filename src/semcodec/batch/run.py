@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from semcodec.batch.cluster import CONNECT_TIMEOUT
 from semcodec.batch.deliver import write_target
 from semcodec.batch.executors import processed
 from semcodec.batch.outcome import Done, Outcome
@@ -81,6 +82,9 @@ class BatchConfig:
     rules: WriteRules = WriteRules()
     jobs: int = 1
     cluster: str | None = None
+    cluster_timeout: float = (
+        CONNECT_TIMEOUT  # seconds a scheduler has to answer (--cluster-timeout)
+    )
     extra_out: str | None = None
     report: str | None = None
     command: str = ""
@@ -100,12 +104,15 @@ def run_batch(config: BatchConfig, sink: Sink) -> None:
         log = Report(config.report, config.command, len(config.inputs))
     except OSError as exc:
         raise SemcodecError(f"cannot write the report: {describe_error(exc)}") from None
-    interrupted = True
+    interrupted, error = True, None
     try:
         _run(config, sink, log)
         interrupted = False
+    except SemcodecError as exc:  # e.g. a scheduler that cannot be reached: said in the summary
+        error = describe_error(exc)
+        raise
     finally:
-        log.close(interrupted)
+        log.close(interrupted, error)
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,13 @@ def _run(config: BatchConfig, sink: Sink, log: Report) -> None:
     global _TILE_PROGRESS
     _TILE_PROGRESS = sink.tiles if config.jobs <= 1 or len(tasks) <= 1 else None
     with processed(
-        config.worker, tasks, config.jobs, config.models, config.cluster, config.debug
+        config.worker,
+        tasks,
+        config.jobs,
+        config.models,
+        config.cluster,
+        config.debug,
+        config.cluster_timeout,
     ) as outcomes:
         for plan, outcome in zip(runnable, outcomes, strict=True):
             _settle(config, sink, log, plan, outcome)

@@ -16,13 +16,22 @@ from typing import Any
 
 import click
 
-from semcodec.batch.cluster import parse_cluster
+from semcodec.batch.cluster import CONNECT_TIMEOUT, parse_cluster
 from semcodec.batch.plan import InputList, Layout, WriteRules
 from semcodec.batch.stdio import STDIO
 from semcodec.cli.common import usage_problems
 
 #: the parameter names of the dataset options, popped from the command's keyword arguments
-_NAMES = ("skip_existing", "report", "from_list", "null", "keep_tree", "root", "cluster")
+_NAMES = (
+    "skip_existing",
+    "report",
+    "from_list",
+    "null",
+    "keep_tree",
+    "root",
+    "cluster",
+    "cluster_timeout",
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,7 @@ class DatasetOptions:
     keep_tree: bool = False
     root: Path | None = None
     cluster: str | None = None
+    cluster_timeout: float = CONNECT_TIMEOUT
 
     def inputs(self, arguments: Sequence[str]) -> list[str]:
         """The inputs: the arguments, then the list's entries (exit 2 if there are none)."""
@@ -106,6 +116,14 @@ _OPTIONS = [
         default=None,
         help="Run on Dask distributed: a scheduler address (tcp://host:8786) or local:N "
         "(N worker processes here; -j is then ignored). Needs the [cluster] extra.",
+    ),
+    click.option(
+        "--cluster-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=CONNECT_TIMEOUT,
+        show_default=True,
+        metavar="SECONDS",
+        help="--cluster: how long a scheduler has to answer before the command gives up.",
     ),
 ]
 

@@ -144,6 +144,7 @@ def decode(
         rules=dataset.rules(force),
         jobs=jobs,
         cluster=dataset.cluster,
+        cluster_timeout=dataset.cluster_timeout,
         extra_out=segmentation,
         report=dataset.report,
         command="decode",
