@@ -337,7 +337,9 @@ def test_info_json(work: Path):
     assert broken["file"] == "broken.sem" and broken["error"] and "width" not in broken
     r = run("info", "a.sem")
     assert r.stdout.startswith(f"a.sem: {size} bytes, 64x48 RGB")
-    assert d["learned_base"] == 1.0 and "  holds      the map, the learned base on 100 %" in r.stdout
+    assert (
+        d["learned_base"] == 1.0 and "  holds      the map, the learned base on 100 %" in r.stdout
+    )
     r = run("info", "-", "--json", input=(work / "a.sem").read_bytes())
     assert [x["file"] for x in json.loads(r.stdout)] == ["<stdin>"]
 
