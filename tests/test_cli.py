@@ -405,7 +405,36 @@ def test_segment(work: Path):
     assert r.exit_code == 0
     col = Image.open("color.png")
     assert col.mode == "P" and np.array_equal(np.asarray(col), np.asarray(lab))
-    assert run("segment", "a.png", "-o", "labels.png", "--model", "tiny").exit_code == 1
+    r = run("segment", "a.png", "-o", "labels.png", "--model", "tiny")
+    assert r.exit_code == 1 and "--force" not in r.stderr and "-o" in r.stderr
+
+
+def test_segment_is_a_batch_command(work: Path):
+    """Many images, beside them or in -d, from a list, resumed, reported, with workers."""
+    r = run("segment", "a.png", "b.png", "--model", "tiny")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "a.png -> a.map.png: 64x48 map (class ids)"
+    beside = {n: (work / f"{n}.map.png").read_bytes() for n in "ab"}
+    assert Image.open(work / "b.map.png").size == (W, H)
+    (work / "maps").mkdir()
+    (work / "list.txt").write_text("a.png\nb.png\ng.png\n")
+    args = ["segment", "--from-list", "list.txt", "-d", "maps", "--model", "tiny"]
+    r = run(*args, "-j", "2", "--report", "rep.jsonl")
+    assert r.exit_code == 0, r.output
+    assert {n: (work / "maps" / f"{n}.map.png").read_bytes() for n in "ab"} == beside
+    *per_file, summary = [json.loads(x) for x in (work / "rep.jsonl").read_text().splitlines()]
+    assert [x["status"] for x in per_file] == ["ok"] * 3 and summary["command"] == "segment"
+    assert per_file[2]["output"] == "maps/g.map.png" and per_file[2]["width"] == W
+    (work / "maps" / "b.map.png").write_bytes(beside["b"][:-20])  # cut short: not valid
+    r = run(*args, "--skip-existing", "--color", "--report", "-")
+    assert r.exit_code == 1
+    status = [x.get("status") for x in map(json.loads, r.stdout.splitlines())]
+    assert status == ["skipped", "failed", "skipped", None]
+    assert "cannot skip 'maps/b.map.png'" in r.stderr and "--force" not in r.stderr
+    r = run(
+        "segment", "-", "-o", "-", "--color", "--model", "tiny", input=(work / "a.png").read_bytes()
+    )
+    assert r.exit_code == 0 and Image.open(io.BytesIO(r.stdout_bytes)).mode == "P"
 
 
 def test_eval_seg_models_and_groups(work: Path):

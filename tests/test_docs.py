@@ -113,6 +113,23 @@ def skip_reason(command: str) -> str | None:
     return None
 
 
+#: commands the docs pipe into that need not be installed where the tests run
+PIPE_COMMANDS = {"semcodec", "dask", "torchrun", "nvidia-smi", "jq"}
+
+
+def not_piped_commands(command: str) -> list[str]:
+    """The words after a '|' that are no command: alternatives written as `a | b` (``train seg
+    | train codec``) that, pasted, would pipe one command into a name that does not exist."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    words = list(lexer)
+    bad = []
+    for pipe, word in zip(words, words[1:], strict=False):
+        if pipe in ("|", "|&") and word not in PIPE_COMMANDS and shutil.which(word) is None:
+            bad.append(word)
+    return bad
+
+
 # ----- the files the docs name ------------------------------------------------------------------
 def _photo(seed: int, h: int = 48, w: int = 64) -> Image.Image:
     """A small photo-like picture: gradients, a block and noise."""
@@ -239,6 +256,28 @@ def test_blocks_commands_markers_and_rules(tmp_path: Path) -> None:
     assert skip_reason("semcodec bench rd --images ../shared/data/kodak") == SKIP_RULES[0][1]
     assert skip_reason("semcodec train seg --out runs/x") == SKIP_RULES[1][1]
     assert skip_reason("semcodec encode photo.png") is None
+
+
+def test_a_pipe_joins_commands_not_alternatives() -> None:
+    """Every '|' in the docs' shell lines, skipped ones included, pipes into a command: a line
+    of alternatives (``bench compare … | merge …``) is refused."""
+    assert not_piped_commands("find . -print0 | semcodec encode --from-list - -0") == []
+    assert not_piped_commands("semcodec train seg | train codec | train export") == [
+        "train",
+        "train",
+    ]
+    assert not_piped_commands("semcodec bench speed | bench large  # a | b") == ["bench"]
+    assert not_piped_commands("a || b && c") == []
+    found = []
+    for doc in DOCS:
+        for block in blocks_of(doc):
+            if block.lang in SHELLS:
+                found += [
+                    f"{block.where}: {command!r} pipes into {word!r}"
+                    for command in commands_of(block.body)
+                    for word in not_piped_commands(command)
+                ]
+    assert not found, "\n".join(found)
 
 
 def test_the_docs_run(

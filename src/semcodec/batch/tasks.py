@@ -182,3 +182,43 @@ def existing_image(pil_format: str, inp: str | None, out: str) -> Existing:
 def decode_worker(task: DecodeTask) -> Outcome:
     """Picklable entry point for one decode."""
     return guarded(decode_work, task)
+
+
+# ----- segment -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SegmentTask:
+    """One image whose semantic map is wanted, without encoding it; picklable for workers."""
+
+    source: str
+    data: bytes | None
+    model: str
+    color: bool = False  # palette colours instead of class ids
+
+
+def segment_work(task: SegmentTask) -> Outcome:
+    """The full-resolution map of one image, as a PNG of class ids (or palette colours)."""
+    progress = tile_progress()
+    if progress is not None:
+        progress("loading the model", 0, 0)
+    import_torch()
+    from semcodec.encoder.codec import get_codec
+    from semcodec.encoder.segment import full_resolution_labels
+    from semcodec.imageio import load_image
+
+    codec = get_codec(task.model)  # shared by the process's tasks (a -j or cluster worker's)
+    image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
+    labels = full_resolution_labels(codec.bundle.seg, image.rgb, bf16=False)
+    h, w = labels.shape
+    info = {"width": w, "height": h, "mode": "P" if task.color else "L", "layer": "map"}
+    out = png_bytes(label_image(labels, task.color))
+    return Outcome(True, out, info=info, warnings=list(image.warnings))
+
+
+def segment_worker(task: SegmentTask) -> Outcome:
+    """Picklable entry point for one segmentation."""
+    return guarded(segment_work, task)
+
+
+def existing_map(_inp: str, out: str) -> Existing:
+    """--skip-existing: an existing map counts only if it is a PNG that decodes in full."""
+    return check_image(out, "PNG")
