@@ -292,6 +292,23 @@ def test_missing_output_directory(work: Path):
         "semcodec: error: output directory 'nowhere' does not exist"
     ]
     assert not (work / "nowhere").exists()
+    (work / "afile").write_bytes(b"x")  # a -d that is a file: the same exit status, one line
+    r = run("decode", "a.sem", "-d", "afile")
+    assert r.exit_code == 1 and error_lines(r) == [
+        "semcodec: error: output directory 'afile' is not a directory"
+    ]
+
+
+def test_empty_stdin_and_a_result_file_that_is_not_json(work: Path):
+    """Each message says what was read: stdin, or the file by its name."""
+    r = run("encode", "-", "-o", "x.sem", *TINY, input=b"")
+    assert r.exit_code == 1 and error_lines(r) == [
+        "semcodec: error: <stdin>: empty input (nothing was read from stdin)"
+    ]
+    (work / "notjson").write_text("nope")
+    (work / "a.json").write_text("{}")
+    r = run("bench", "compare", "a.json", "notjson")
+    assert r.exit_code == 2 and "'notjson' is not a result JSON (Expecting value" in r.stderr
 
 
 def test_usage_errors_exit_2(work: Path):

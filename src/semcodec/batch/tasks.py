@@ -15,8 +15,18 @@ from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_by
 from semcodec.batch.workers import import_torch
 from semcodec.defaults import DEFAULT_CHROMA, DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL
 from semcodec.encoder.ratecontrol import budget_of, fit_budget
+from semcodec.errors import UnsupportedInput
 from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.labelmap import label_image
+
+
+def image_source(source: str, data: bytes | None) -> str | bytes:
+    """What ``load_image`` reads: the path, or stdin's bytes (an empty stdin said as such)."""
+    if source != STDIO:
+        return source
+    if not data:
+        raise UnsupportedInput("empty input (nothing was read from stdin)")
+    return data
 
 
 # ----- encode ------------------------------------------------------------------------------------
@@ -68,7 +78,7 @@ def encode_work(task: EncodeTask) -> Outcome:
 
     codec = get_codec(task.model)  # shared by the process's tasks: the options go with each call
     options = encode_options(task)
-    image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
+    image = load_image(image_source(task.source, task.data), codec.limits)
     stats_by_quality = {}
     # networks run once, however many qualities are tried
     analysis = codec.analyse(image, options, progress)
@@ -206,7 +216,7 @@ def segment_work(task: SegmentTask) -> Outcome:
     from semcodec.imageio import load_image
 
     codec = get_codec(task.model)  # shared by the process's tasks (a -j or cluster worker's)
-    image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
+    image = load_image(image_source(task.source, task.data), codec.limits)
     labels = full_resolution_labels(codec.bundle.seg, image.rgb, bf16=False)
     h, w = labels.shape
     info = {"width": w, "height": h, "mode": "P" if task.color else "L", "layer": "map"}

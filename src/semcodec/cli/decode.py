@@ -50,7 +50,10 @@ LAYER_SUFFIX = {"full": ".dec", "map": ".map", "base": ".base"}
     type=click.Choice(["full", "base", "map"]),
     default="full",
     show_default=True,
-    help="base: the generator's reconstruction only (map + compact layers), no residual; "
+    help="base: the prediction the residual was coded against, without the residual: the "
+    "generator's reconstruction on tiles that use the learned base (every tile at -q 0 and "
+    "with --no-gating), flat grey on tiles that do not (with the current release, every tile "
+    "of the photos measured at -q 1..60: README); 'info' says which. "
     "map: the semantic map alone as class ids (8-bit grey PNG), no generator.",
 )
 @click.option(
