@@ -9,7 +9,6 @@ several machines they must be visible at the same paths (a shared file system).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import multiprocessing
@@ -24,12 +23,10 @@ from typing import Any
 from semcodec.batch.outcome import Outcome
 from semcodec.batch.window import WINDOW_PER_WORKER, windowed
 from semcodec.batch.workers import one_torch_thread, start_worker
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 from semcodec.errors import SemcodecError, UsageProblem, describe_error
 
 _LOCAL = re.compile(r"local(?::(\d+)(?:x(\d+))?)?")
-
-#: seconds a scheduler has to answer as a Dask scheduler (--cluster-timeout)
-CONNECT_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -150,6 +147,8 @@ async def _identity(address: str, timeout: float) -> Any:
 def _probe(address: str, timeout: float) -> tuple[Any, BaseException | None]:
     """Ask ``address`` who it is, on a thread of its own: a peer that speaks something else can
     make Dask's reader wait forever or allocate exabytes, and neither may hold the command."""
+    import asyncio
+
     found: dict[str, Any] = {}
 
     def ask() -> None:
@@ -167,11 +166,11 @@ def _probe(address: str, timeout: float) -> tuple[Any, BaseException | None]:
     return found.get("reply"), found.get("error")
 
 
-def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+def check_scheduler(address: str, timeout: float = DEFAULT_CLUSTER_TIMEOUT) -> None:
     """One line within about ``timeout`` seconds when ``address`` refuses, does not answer,
     or is not a Dask scheduler (the client itself would hang on some of these)."""
     reply, exc = _probe(address, timeout)
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+    if isinstance(exc, TimeoutError):  # asyncio's is the builtin since Python 3.11
         why = f"no answer within {timeout:g} s (--cluster-timeout)"
     elif exc is not None and not isinstance(exc, (OSError, *_CONNECTION_ERRORS)):
         why = "it does not speak Dask's protocol (is it a Dask scheduler?)"
@@ -243,7 +242,7 @@ def cluster_outcomes(
     cluster: str,
     models: tuple[str, ...],
     debug: bool = False,
-    timeout: float = CONNECT_TIMEOUT,
+    timeout: float = DEFAULT_CLUSTER_TIMEOUT,
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order from the cluster's workers, at most a few tasks per worker ahead;
     a scheduler that cannot be reached within ``timeout`` seconds, or is lost mid-run, ends the

@@ -13,10 +13,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from semcodec.batch.cluster import CONNECT_TIMEOUT
 from semcodec.batch.outcome import Outcome
 from semcodec.batch.window import WINDOW_PER_WORKER, run_here, windowed
 from semcodec.batch.workers import decide_before_workers, init_pool_worker
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 
 
 def _mp_context() -> mp.context.BaseContext:
@@ -105,7 +105,7 @@ def processed(
     models: tuple[str, ...],
     cluster: str | None = None,
     debug: bool = False,
-    cluster_timeout: float = CONNECT_TIMEOUT,
+    cluster_timeout: float = DEFAULT_CLUSTER_TIMEOUT,
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order: from this process, a pool of ``jobs`` workers, or a cluster."""
     if cluster is not None and tasks:

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from semcodec.batch.cluster import CONNECT_TIMEOUT
 from semcodec.batch.deliver import write_target
 from semcodec.batch.executors import processed
 from semcodec.batch.outcome import Done, Outcome
@@ -31,6 +30,7 @@ from semcodec.batch.plan import (
 from semcodec.batch.report import FileRecord, Report, file_record, skipped_record
 from semcodec.batch.stdio import STDIO, display, stdin_bytes
 from semcodec.batch.verify import Existing
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 from semcodec.errors import SemcodecError, describe_error
 from semcodec.imageio import remove_stale_temps
 
@@ -82,9 +82,7 @@ class BatchConfig:
     rules: WriteRules = WriteRules()
     jobs: int = 1
     cluster: str | None = None
-    cluster_timeout: float = (
-        CONNECT_TIMEOUT  # seconds a scheduler has to answer (--cluster-timeout)
-    )
+    cluster_timeout: float = DEFAULT_CLUSTER_TIMEOUT  # seconds a scheduler has to answer
     extra_out: str | None = None
     report: str | None = None
     command: str = ""

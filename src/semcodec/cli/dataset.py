@@ -16,10 +16,11 @@ from typing import Any
 
 import click
 
-from semcodec.batch.cluster import CONNECT_TIMEOUT, parse_cluster
+from semcodec.batch.cluster import parse_cluster
 from semcodec.batch.plan import InputList, Layout, WriteRules
 from semcodec.batch.stdio import STDIO
 from semcodec.cli.common import usage_problems
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 
 #: the parameter names of the dataset options, popped from the command's keyword arguments
 _NAMES = (
@@ -45,7 +46,7 @@ class DatasetOptions:
     keep_tree: bool = False
     root: Path | None = None
     cluster: str | None = None
-    cluster_timeout: float = CONNECT_TIMEOUT
+    cluster_timeout: float = DEFAULT_CLUSTER_TIMEOUT
 
     def inputs(self, arguments: Sequence[str]) -> list[str]:
         """The inputs: the arguments, then the list's entries (exit 2 if there are none)."""
@@ -120,7 +121,7 @@ _OPTIONS = [
     click.option(
         "--cluster-timeout",
         type=click.FloatRange(min=0, min_open=True),
-        default=CONNECT_TIMEOUT,
+        default=DEFAULT_CLUSTER_TIMEOUT,
         show_default=True,
         metavar="SECONDS",
         help="--cluster: how long a scheduler has to answer before the command gives up.",
