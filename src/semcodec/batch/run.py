@@ -1,4 +1,4 @@
-"""The batch loop of encode and decode: every output is planned before any work, inputs are
+"""The batch loop of encode, decode and segment: every output is planned before any work, inputs are
 processed in this process, a pool of workers or a cluster, and each one's outputs are written
 atomically, recorded and shown, one file after another in input order.
 

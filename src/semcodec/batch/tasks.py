@@ -1,4 +1,4 @@
-"""What one file's encode or decode does in a worker, and whether an existing output counts
+"""What one file's encode, decode or segment does in a worker, and whether an existing output counts
 (picklable tasks and their entry points, run by the batch engine; no click)."""
 
 from __future__ import annotations

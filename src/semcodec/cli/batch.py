@@ -1,5 +1,5 @@
-"""The command line's side of a batch: the options and usage rules of encode and decode, the
-terminal's lines and progress bar, and the exit status (the engine is ``semcodec.batch``)."""
+"""The command line's side of a batch: the options and usage rules of encode, decode and segment,
+the terminal's lines and progress bar, and the exit status (the engine is ``semcodec.batch``)."""
 
 from __future__ import annotations
 
