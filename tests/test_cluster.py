@@ -117,6 +117,15 @@ def _refused_port() -> Iterator[int]:
     yield port
 
 
+@contextlib.contextmanager
+def _silent_port() -> Iterator[int]:
+    """A loopback port that takes the connection and never says a word."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        yield s.getsockname()[1]
+
+
 class _Quiet(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         """No request lines in the test's output."""
@@ -135,9 +144,11 @@ def _http_server() -> Iterator[int]:
         server.server_close()
 
 
-@pytest.mark.parametrize("peer", [_refused_port, _http_server], ids=["refused", "http"])
+@pytest.mark.parametrize(
+    "peer", [_refused_port, _silent_port, _http_server], ids=["refused", "silent", "http"]
+)
 def test_an_address_that_is_no_scheduler_fails_fast_in_one_line(tmp_path: Path, peer):
-    """Refused, or answered by something else: one error line, exit 1, within the timeout,
+    """Refused, silent, or answered by something else: one error line, exit 1, within the timeout,
     no traceback, no output, and the report's summary says why (a hang fails here)."""
     Image.fromarray(np.zeros((32, 48, 3), np.uint8)).save(tmp_path / "a.png")
     with peer() as port:
