@@ -207,3 +207,29 @@ def test_a_codec_call_takes_options_or_keywords_never_a_positional_quality():
     opts = EncodeOptions(quality=20, residual="native")
     assert codec.encode(_rgb(), opts, quality=30) == codec.encode(_rgb(), opts.but(quality=30))
     assert opts.quality == 20  # frozen: a call's changes make new options
+
+
+def test_encode_takes_a_size_target_like_the_command_line(tmp_path: Path, monkeypatch):
+    """target_size/target_bpp: the highest quality's file that fits, the file --target-size
+    writes."""
+    from click.testing import CliRunner
+
+    from semcodec.cli import cli
+    from semcodec.encoder.ratecontrol import TargetNotMet
+
+    img = _rgb(3)
+    budget = len(semcodec.encode(img, quality=40, **TINY)) - 1
+    data = semcodec.encode(img, target_size=budget, **TINY)
+    quality = container.read_header(data).quality
+    assert quality > 0 and len(data) <= budget
+    assert data == semcodec.encode(img, quality=quality, **TINY)
+    assert semcodec.encode(img, target_bpp=8 * budget / (W * H), **TINY) == data
+    monkeypatch.chdir(tmp_path)
+    img.save("a.png")
+    args = ["encode", "a.png", "--target-size", str(budget), "--model", "tiny"]
+    r = CliRunner().invoke(cli, [*args, "--residual", "native"])
+    assert r.exit_code == 0 and (tmp_path / "a.sem").read_bytes() == data, r.output
+    with pytest.raises(TargetNotMet, match="smallest file is"):
+        semcodec.encode(img, target_size=10, **TINY)
+    with pytest.raises(ValueError, match="not both"):
+        semcodec.encode(img, quality=20, target_size=5000, **TINY)

@@ -70,7 +70,8 @@ def test_the_engine_writes_reports_and_refuses_without_click(tmp_path: Path) -> 
     assert sink.steps == 3
     assert sink.lines == [f"{tmp_path / 'a.txt'} -> {tmp_path / 'a.out'}: 4 bytes"]
     assert [m for _, m in sink.failed] == [
-        f"cannot write {str(tmp_path / 'b.out')!r}: file exists (use --force to overwrite)",
+        f"cannot write {str(tmp_path / 'b.out')!r}: file exists; name another output with -o, "
+        "or a folder with -d",
         "cannot read this one",
     ]
     records = [json.loads(x) for x in (tmp_path / "report.jsonl").read_text().splitlines()]

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from semcodec.cli import cli
-from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
+from semcodec.encoder.ratecontrol import TargetNotMet, bytes_for_bpp, fit_budget, search_quality
 from semcodec.format import container
 
 TINY = ["--model", "tiny", "--residual", "native", "--no-gating"]  # every layer present
@@ -92,10 +92,18 @@ def test_round_trip_default_naming_and_layers(work: Path):
     assert int(m["bytes"]) == size
     assert float(m["bpp"]) == pytest.approx(8 * size / (W * H), abs=1e-3)
 
-    # default decode output would be a.png, the original: refused, original untouched
+    # beside the original, decode never takes its name: a.dec.png, the original untouched
     before = (work / "a.png").read_bytes()
     r = run("decode", "a.sem")
-    assert r.exit_code == 1 and "file exists" in r.stderr
+    assert r.exit_code == 0 and "a.sem -> a.dec.png" in r.stdout, r.output
+    assert (work / "a.png").read_bytes() == before
+    assert Image.open(work / "a.dec.png").size == (W, H)
+    # again: refused, and the way out named is -o or -d, never --force
+    r = run("decode", "a.sem")
+    assert r.exit_code == 1 and error_lines(r) == [
+        "semcodec: error: a.sem: cannot write 'a.dec.png': file exists; name another output "
+        "with -o, or a folder with -d"
+    ]
     assert (work / "a.png").read_bytes() == before
 
     r = run("decode", "a.sem", "-o", "full.png")
@@ -129,7 +137,7 @@ def test_gray_input_decodes_to_gray_and_other_formats(work: Path):
     assert run("encode", "g.png", *TINY).exit_code == 0
     r = run("decode", "g.sem", "--format", "tiff")
     assert r.exit_code == 0, r.output
-    out = Image.open("g.tiff")
+    out = Image.open("g.dec.tiff")
     assert out.mode == "L" and out.size == (W, H)
     # format from -o's extension; an unknown one is a usage error
     assert run("decode", "g.sem", "-o", "g.bmp").exit_code == 0
@@ -147,7 +155,7 @@ def test_output_options(work: Path):
     assert r.exit_code == 0 and (work / "named.sem").exists()
     r = run("decode", "out/a.sem", "out/b.sem", "-d", "out")
     assert r.exit_code == 0, r.output
-    assert (work / "out" / "a.png").exists() and (work / "out" / "b.png").exists()
+    assert (work / "out" / "a.dec.png").exists() and (work / "out" / "b.dec.png").exists()
     # usage errors: -o with several inputs, -o with -d
     assert run("encode", "a.png", "b.png", "-o", "x.sem", *TINY).exit_code == 2
     assert run("encode", "a.png", "-o", "x.sem", "-d", "out", *TINY).exit_code == 2
@@ -193,7 +201,7 @@ def test_jobs_gives_identical_files(work: Path):
     assert [LINE_RE.match(x)["src"] for x in r.stdout.splitlines()] == names
     r = run("decode", "par/a.sem", "par/g.sem", "-d", "par", "--jobs", "2")
     assert r.exit_code == 0, r.output
-    assert Image.open(work / "par" / "g.png").mode == "L"
+    assert Image.open(work / "par" / "g.dec.png").mode == "L"
 
 
 def test_stdin_stdout(work: Path):
@@ -217,7 +225,8 @@ def test_no_clobber_and_force(work: Path):
     r = run("encode", "a.png", "-q", "80", *TINY)
     assert r.exit_code == 1
     assert error_lines(r) == [
-        "semcodec: error: a.png: cannot write 'a.sem': file exists (use --force to overwrite)"
+        "semcodec: error: a.png: cannot write 'a.sem': file exists; name another output with -o, "
+        "or a folder with -d"
     ]
     assert (work / "a.sem").read_bytes() == first
     r = run("encode", "a.png", "-q", "80", "--force", *TINY)
@@ -283,6 +292,23 @@ def test_missing_output_directory(work: Path):
         "semcodec: error: output directory 'nowhere' does not exist"
     ]
     assert not (work / "nowhere").exists()
+    (work / "afile").write_bytes(b"x")  # a -d that is a file: the same exit status, one line
+    r = run("decode", "a.sem", "-d", "afile")
+    assert r.exit_code == 1 and error_lines(r) == [
+        "semcodec: error: output directory 'afile' is not a directory"
+    ]
+
+
+def test_empty_stdin_and_a_result_file_that_is_not_json(work: Path):
+    """Each message says what was read: stdin, or the file by its name."""
+    r = run("encode", "-", "-o", "x.sem", *TINY, input=b"")
+    assert r.exit_code == 1 and error_lines(r) == [
+        "semcodec: error: <stdin>: empty input (nothing was read from stdin)"
+    ]
+    (work / "notjson").write_text("nope")
+    (work / "a.json").write_text("{}")
+    r = run("bench", "compare", "a.json", "notjson")
+    assert r.exit_code == 2 and "'notjson' is not a result JSON (Expecting value" in r.stderr
 
 
 def test_usage_errors_exit_2(work: Path):
@@ -306,7 +332,7 @@ def test_info_json(work: Path):
     assert run("encode", "a.png", "g.png", "-q", "30", *TINY).exit_code == 0
     r = run("info", "a.sem", "--json")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.stdout)
+    (d,) = json.loads(r.stdout)  # a list for one file as for several: `jq '.[]'` always works
     size = (work / "a.sem").stat().st_size
     assert d["file"] == "a.sem" and d["bytes"] == size
     assert (d["width"], d["height"], d["mode"]) == (W, H, "RGB")
@@ -328,6 +354,26 @@ def test_info_json(work: Path):
     assert broken["file"] == "broken.sem" and broken["error"] and "width" not in broken
     r = run("info", "a.sem")
     assert r.stdout.startswith(f"a.sem: {size} bytes, 64x48 RGB")
+    assert (
+        d["learned_base"] == 1.0 and "  holds      the map, the learned base on 100 %" in r.stdout
+    )
+    r = run("info", "-", "--json", input=(work / "a.sem").read_bytes())
+    assert [x["file"] for x in json.loads(r.stdout)] == ["<stdin>"]
+
+
+def test_info_says_when_no_tile_uses_the_learned_base(work: Path):
+    """A file whose residual codes the image itself says so, and what --layer base gives."""
+    from semcodec.format.info import holds_text
+
+    d = {"layers": {"semantic_map": {}, "residual": {}}, "learned_base": 0.0}
+    assert holds_text(d).startswith("the map and a residual that codes the image itself; no tile")
+    assert "flat grey" in holds_text(d)
+    assert holds_text({"layers": {"compact": {}}, "learned_base": 1.0}).startswith(
+        "the base layer alone"
+    )
+    assert run("encode", "a.png", "-q", "0", "-o", "q0.sem", *TINY).exit_code == 0
+    r = run("info", "q0.sem")
+    assert "  holds      the base layer alone" in r.stdout, r.stdout
 
 
 def test_target_size_real(work: Path):
@@ -376,7 +422,36 @@ def test_segment(work: Path):
     assert r.exit_code == 0
     col = Image.open("color.png")
     assert col.mode == "P" and np.array_equal(np.asarray(col), np.asarray(lab))
-    assert run("segment", "a.png", "-o", "labels.png", "--model", "tiny").exit_code == 1
+    r = run("segment", "a.png", "-o", "labels.png", "--model", "tiny")
+    assert r.exit_code == 1 and "--force" not in r.stderr and "-o" in r.stderr
+
+
+def test_segment_is_a_batch_command(work: Path):
+    """Many images, beside them or in -d, from a list, resumed, reported, with workers."""
+    r = run("segment", "a.png", "b.png", "--model", "tiny")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "a.png -> a.map.png: 64x48 map (class ids)"
+    beside = {n: (work / f"{n}.map.png").read_bytes() for n in "ab"}
+    assert Image.open(work / "b.map.png").size == (W, H)
+    (work / "maps").mkdir()
+    (work / "list.txt").write_text("a.png\nb.png\ng.png\n")
+    args = ["segment", "--from-list", "list.txt", "-d", "maps", "--model", "tiny"]
+    r = run(*args, "-j", "2", "--report", "rep.jsonl")
+    assert r.exit_code == 0, r.output
+    assert {n: (work / "maps" / f"{n}.map.png").read_bytes() for n in "ab"} == beside
+    *per_file, summary = [json.loads(x) for x in (work / "rep.jsonl").read_text().splitlines()]
+    assert [x["status"] for x in per_file] == ["ok"] * 3 and summary["command"] == "segment"
+    assert per_file[2]["output"] == "maps/g.map.png" and per_file[2]["width"] == W
+    (work / "maps" / "b.map.png").write_bytes(beside["b"][:-20])  # cut short: not valid
+    r = run(*args, "--skip-existing", "--color", "--report", "-")
+    assert r.exit_code == 1
+    status = [x.get("status") for x in map(json.loads, r.stdout.splitlines())]
+    assert status == ["skipped", "failed", "skipped", None]
+    assert "cannot skip 'maps/b.map.png'" in r.stderr and "--force" not in r.stderr
+    r = run(
+        "segment", "-", "-o", "-", "--color", "--model", "tiny", input=(work / "a.png").read_bytes()
+    )
+    assert r.exit_code == 0 and Image.open(io.BytesIO(r.stdout_bytes)).mode == "P"
 
 
 def test_eval_seg_models_and_groups(work: Path):
@@ -445,18 +520,46 @@ def test_search_quality_picks_highest_fitting(target: int):
     q, data, met = search_quality(encode, target)
     assert met and len(data) <= target
     assert q == min(100, (target - 100) // 10)
-    assert len(calls) == len(set(calls)) <= 9
+    assert len(calls) == len(set(calls)) <= 10
 
 
 def test_search_quality_infeasible_and_edges():
     encode, calls = _fake(lambda q: 100 + q)
-    q, data, met = search_quality(encode, 99)
-    assert (q, len(data), met) == (0, 100, False) and calls == [0]
+    q, data, met = search_quality(encode, 99)  # quality 1 does not fit, nor does 0
+    assert (q, len(data), met) == (0, 100, False) and calls == [1, 0]
     encode, calls = _fake(lambda q: 100 + q)
     q, data, met = search_quality(encode, 10**6)
-    assert (q, len(data), met) == (100, 200, True) and calls == [0, 100]
+    assert (q, len(data), met) == (100, 200, True) and calls == [1, 100]
     with pytest.raises(ValueError):
         search_quality(encode, -1)
+
+
+# kodim23's curve as measured: quality 0 (the base layer alone) is larger than qualities 1..5
+REAL_CURVE = {0: 4090, 1: 3464, 2: 3530, 3: 3610, 4: 3690, 5: 3751, 6: 3830, 7: 3900}
+
+
+def _real(q: int) -> int:
+    """A size curve whose quality 0 is not its smallest file."""
+    return REAL_CURVE.get(q, 3900 + 120 * (q - 7))
+
+
+def test_search_quality_searches_below_quality_0s_size():
+    """--target-size 3800 fits quality 5 (3751 bytes) though quality 0's file is 4090 bytes."""
+    encode, calls = _fake(_real)
+    q, data, met = search_quality(encode, 3800)
+    assert (q, len(data), met) == (5, 3751, True)
+    assert 0 not in calls  # quality 1 fits: the base layer's size never mattered
+    q, data, met = search_quality(encode, 3400)  # nothing fits: the true smallest is named
+    assert (q, len(data), met) == (1, 3464, False)
+    encode, calls = _fake(lambda q: 500 if q == 0 else 600 + q)  # only quality 0 fits
+    assert search_quality(encode, 550)[::2] == (0, True)
+
+
+def test_fit_budget_names_the_smallest_file():
+    encode, _ = _fake(_real)
+    assert fit_budget(encode, 4000)[0] == 7
+    with pytest.raises(TargetNotMet, match=r"smallest file is 3464 bytes \(quality 1\)"):
+        fit_budget(encode, 3400)
 
 
 def test_search_quality_never_exceeds_with_steps_and_noise():

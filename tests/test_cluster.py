@@ -1,14 +1,20 @@
 """encode --cluster on a local Dask cluster of two worker processes: one worker is killed
 mid-run, and every file is still produced once, identical to a one-machine run, with a complete
-report."""
+report. And an address that is no scheduler (loopback only: a refused port, a local HTTP
+server) ends the command within --cluster-timeout, in one line."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +106,65 @@ def test_killed_cluster_worker_loses_and_duplicates_nothing(tmp_path: Path, monk
     assert all(x["status"] == "ok" for x in per_file)
     assert (summary["ok"], summary["failed"], summary["inputs"]) == (N_FILES, 0, N_FILES)
     assert len(out.decode().splitlines()) == N_FILES
+
+
+@contextlib.contextmanager
+def _refused_port() -> Iterator[int]:
+    """A loopback port that nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    yield port
+
+
+@contextlib.contextmanager
+def _silent_port() -> Iterator[int]:
+    """A loopback port that takes the connection and never says a word."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        yield s.getsockname()[1]
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        """No request lines in the test's output."""
+
+
+@contextlib.contextmanager
+def _http_server() -> Iterator[int]:
+    """A loopback HTTP server: something that answers, but not as a Dask scheduler."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "peer", [_refused_port, _silent_port, _http_server], ids=["refused", "silent", "http"]
+)
+def test_an_address_that_is_no_scheduler_fails_fast_in_one_line(tmp_path: Path, peer):
+    """Refused, silent, or answered by something else: one error line, exit 1, within the timeout,
+    no traceback, no output, and the report's summary says why (a hang fails here)."""
+    Image.fromarray(np.zeros((32, 48, 3), np.uint8)).save(tmp_path / "a.png")
+    with peer() as port:
+        address = f"tcp://127.0.0.1:{port}"
+        cmd = [sys.executable, "-m", "semcodec.cli", "encode", "a.png", *TINY, "--cluster",
+               address, "--cluster-timeout", "2", "--report", "rep.jsonl"]  # fmt: skip
+        started = time.monotonic()
+        r = subprocess.run(
+            cmd, cwd=tmp_path, capture_output=True, text=True, env=child_env(), timeout=60
+        )
+        seconds = time.monotonic() - started
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"semcodec: error: cannot reach the scheduler at {address}: ")
+    assert seconds < 40, seconds  # Python and Dask's imports, then at most about 2 + 1 s
+    assert not (tmp_path / "a.sem").exists()
+    summary = json.loads((tmp_path / "rep.jsonl").read_text().splitlines()[-1])
+    assert summary["type"] == "summary" and summary["interrupted"]
+    assert summary["error"] == lines[0].removeprefix("semcodec: error: ")

@@ -89,7 +89,8 @@ def test_skip_existing_checks_every_output_and_resumes(work: Path):
     errors = r.stderr.splitlines()
     assert len(errors) == 4 and errors[-1] == "semcodec: error: 3 of 5 files failed"
     assert "b.png: cannot skip 'out/b.sem'" in errors[0] and "CRC mismatch" in errors[0]
-    assert "use --force to replace it" in errors[0]
+    assert errors[0].endswith("; move it away, or write to another folder with -d")
+    assert "--force" not in r.stderr  # a refusal never advises the destructive flag
     assert "d.png" in errors[1] and "truncated" in errors[1] and "e.png" in errors[2]
     lines = r.stdout.splitlines()
     assert lines[0] == "a.png -> out/a.sem: skipped (exists, valid)"
@@ -107,7 +108,7 @@ def test_without_skip_existing_an_existing_output_is_still_refused(work: Path):
     names = _images(work, ["a.png"])
     assert run("encode", *names, "-d", "out", *TINY).exit_code == 0
     r = run("encode", *names, "-d", "out", *TINY)
-    assert r.exit_code == 1 and "file exists (use --force to overwrite)" in r.stderr
+    assert r.exit_code == 1 and "file exists; name another output with -o, or a folder" in r.stderr
 
 
 @pytest.mark.parametrize("layer", ["full", "map"])
@@ -119,7 +120,7 @@ def test_decode_skip_existing_decodes_images_in_full(work: Path, layer: str):
     args = ["decode", *sems, "-d", "dec", "--layer", layer]
     assert run(*args).exit_code == 0
     first = files(work / "dec")
-    ext = ".map.png" if layer == "map" else ".png"  # a layer's own output name
+    ext = ".map.png" if layer == "map" else ".dec.png"  # never the original's name
     png = first[f"b{ext}"]
     (work / "dec" / f"b{ext}").write_bytes(png[: len(png) - 20])  # pixels cut short, no IEND
     (work / "dec" / f"c{ext}").write_bytes(first[f"a{ext}"][:-12])  # all pixels, no IEND
@@ -194,7 +195,7 @@ def test_report_on_stdout_keeps_stdout_json(work: Path):
     assert r.exit_code == 0 and r.stderr == ""
     *per_file, summary = records(r.stdout)
     for x, sem in zip(per_file, sems, strict=True):
-        assert x["output"] == sem.replace(".sem", ".png")
+        assert x["output"] == sem.replace(".sem", ".dec.png")
         assert x["bytes"] == (work / x["output"]).stat().st_size
         assert sum(x["layers"].values()) < (work / sem).stat().st_size
     assert summary["command"] == "decode" and summary["ok"] == 2

@@ -113,6 +113,23 @@ def skip_reason(command: str) -> str | None:
     return None
 
 
+#: commands the docs pipe into that need not be installed where the tests run
+PIPE_COMMANDS = {"semcodec", "dask", "torchrun", "nvidia-smi", "jq"}
+
+
+def not_piped_commands(command: str) -> list[str]:
+    """The words after a '|' that are no command: alternatives written as `a | b` (``train seg
+    | train codec``) that, pasted, would pipe one command into a name that does not exist."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    words = list(lexer)
+    bad = []
+    for pipe, word in zip(words, words[1:], strict=False):
+        if pipe in ("|", "|&") and word not in PIPE_COMMANDS and shutil.which(word) is None:
+            bad.append(word)
+    return bad
+
+
 # ----- the files the docs name ------------------------------------------------------------------
 def _photo(seed: int, h: int = 48, w: int = 64) -> Image.Image:
     """A small photo-like picture: gradients, a block and noise."""
@@ -155,11 +172,26 @@ def named_files(text: str, fixtures: Path) -> list[str]:
     return sorted(found)
 
 
+#: the user's own pictures: in every folder a command runs in, named or not, and never changed
+ORIGINALS = ("photo.png", "photo.jpg", "in.png", "street.png")
+
+
+def changed_originals(folder: Path, fixtures: Path) -> list[str]:
+    """The originals a command replaced, changed or removed."""
+    return [
+        name
+        for name in ORIGINALS
+        if not (folder / name).is_file()
+        or (folder / name).read_bytes() != (fixtures / name).read_bytes()
+    ]
+
+
 def fresh_folder(base: Path, n: int, text: str, fixtures: Path) -> Path:
-    """A new folder holding the fixture files ``text`` names."""
+    """A new folder holding the originals, as a user's folder does (``decode photo.sem`` runs
+    beside ``photo.png``), and the other fixture files ``text`` names."""
     folder = base / f"run{n:03d}"
     folder.mkdir()
-    for name in named_files(text, fixtures):
+    for name in sorted({*ORIGINALS, *named_files(text, fixtures)}):
         src = fixtures / name
         if src.is_dir():
             shutil.copytree(src, folder / name)
@@ -241,6 +273,50 @@ def test_blocks_commands_markers_and_rules(tmp_path: Path) -> None:
     assert skip_reason("semcodec encode photo.png") is None
 
 
+def test_a_pipe_joins_commands_not_alternatives() -> None:
+    """Every '|' in the docs' shell lines, skipped ones included, pipes into a command: a line
+    of alternatives (``bench compare … | merge …``) is refused."""
+    assert not_piped_commands("find . -print0 | semcodec encode --from-list - -0") == []
+    assert not_piped_commands("semcodec train seg | train codec | train export") == [
+        "train",
+        "train",
+    ]
+    assert not_piped_commands("semcodec bench speed | bench large  # a | b") == ["bench"]
+    assert not_piped_commands("a || b && c") == []
+    found = []
+    for doc in DOCS:
+        for block in blocks_of(doc):
+            if block.lang in SHELLS:
+                found += [
+                    f"{block.where}: {command!r} pipes into {word!r}"
+                    for command in commands_of(block.body)
+                    for word in not_piped_commands(command)
+                ]
+    assert not found, "\n".join(found)
+
+
+def test_the_readme_quick_commands_keep_the_original(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's first encode and decode, one after the other in the original's folder,
+    both succeed and leave the original as it was (decode never writes photo.png)."""
+    commands = [
+        c for b in blocks_of(ROOT / "README.md") if b.lang in SHELLS for c in commands_of(b.body)
+    ]
+    encode = next(c for c in commands if c.startswith("semcodec encode photo.png "))
+    decode = next(c for c in commands if c.startswith("semcodec decode photo.sem "))
+    fixtures = make_fixtures(tmp_path / "fixtures")
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    shutil.copy2(fixtures / "photo.png", folder / "photo.png")
+    for command in (encode, decode):
+        code, output = run_in_process(command, folder, monkeypatch)
+        assert code == 0, f"{command!r}: {output}"
+        assert not missing_outputs(command, folder), command
+    assert (folder / "photo.png").read_bytes() == (fixtures / "photo.png").read_bytes()
+    monkeypatch.chdir(tmp_path)
+
+
 def test_the_docs_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary_line: Callable[[str], None]
 ) -> None:
@@ -265,6 +341,8 @@ def test_the_docs_run(
                 problem = run_python(block, folder, monkeypatch)
                 if problem:
                     failures.append(f"{block.where}: python block raised {problem}")
+                for name in changed_originals(folder, fixtures):
+                    failures.append(f"{block.where}: a python block changed the original {name}")
                 ran["python blocks"] += 1
                 continue
             for command in commands_of(block.body):
@@ -283,6 +361,8 @@ def test_the_docs_run(
                     ran["commands in process"] += 1
                 if code != 0:
                     failures.append(f"{block.where}: {command!r} exited {code}: {output.strip()}")
+                for name in changed_originals(folder, fixtures):
+                    failures.append(f"{block.where}: {command!r} changed the original {name}")
                 for name in missing_outputs(command, folder) if code == 0 else []:
                     failures.append(f"{block.where}: {command!r} did not write {name}")
     monkeypatch.chdir(tmp_path)

@@ -166,7 +166,7 @@ def test_layer_outputs_default_to_their_own_names_beside_the_picture(work: Path)
 def test_info_lists_the_classes_with_their_pixel_shares(work: Path) -> None:
     r = _run("info", "--json", "b.sem")
     assert r.exit_code == 0, r.output
-    d = json.loads(r.stdout)
+    (d,) = json.loads(r.stdout)
     ids = semcodec.decode_map((work / "b.sem").read_bytes())
     counts = np.bincount(ids.ravel(), minlength=11)
     want = {semcodec.CLASSES[i]: counts[i] / ids.size for i in range(11) if counts[i]}

@@ -213,7 +213,7 @@ def test_cli_encode_with_roi_and_info(tmp_path) -> None:
     )
     assert r.exit_code == 0, r.output
     info = _cli(["info", str(out), "--json"])
-    roi = json.loads(info.output)["roi"]
+    roi = json.loads(info.output)[0]["roi"]
     assert roi["classes"] == {"car": 2.0, "pedestrian": 1.0} and roi["strength"] == 2.0
     assert "roi        car:2, pedestrian; strength 2" in _cli(["info", str(out)]).output
 

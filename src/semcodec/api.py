@@ -19,15 +19,20 @@ __all__ = ["decode", "decode_map", "decoder_of", "encode"]
 
 def encode(
     image: Any,
-    quality: int = DEFAULT_QUALITY,
+    quality: int | None = None,
     model: str = DEFAULT_MODEL,
     residual: str = DEFAULT_RESIDUAL,
     roi: Any = None,
     roi_strength: float | None = None,
     effort: int = DEFAULT_EFFORT,
+    target_size: int | None = None,
+    target_bpp: float | None = None,
 ) -> bytes:
     """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes.
 
+    ``quality`` 0..100 (default 50), or instead ``target_size`` (bytes) or ``target_bpp``
+    (bits per pixel): the highest quality whose file fits, as the command line's --target-size
+    and --target-bpp (TargetNotMet, a SemcodecError naming the smallest file, when none does).
     ``roi`` names the classes (CLASSES) whose pixels get the residual's bits: "car,pedestrian",
     with optional weights "car:2", a list of names or a dict name -> weight; ``roi_strength``
     (0..4, default 1) how much the rest gives up (docs/roi.md). RoiError on a bad name.
@@ -35,12 +40,27 @@ def encode(
     """
     from semcodec.encoder.codec import get_codec
     from semcodec.encoder.options import EncodeOptions
+    from semcodec.encoder.ratecontrol import budget_of, fit_budget
     from semcodec.encoder.roi_spec import parse_roi
 
+    targeted = target_size is not None or target_bpp is not None
+    if targeted and quality is not None:
+        raise ValueError("give quality or a target (target_size, target_bpp), not both")
+    if target_size is not None and target_bpp is not None:
+        raise ValueError("give target_size or target_bpp, not both")
     options = EncodeOptions(
-        quality=quality, effort=effort, residual=residual, roi=parse_roi(roi, roi_strength)
+        quality=DEFAULT_QUALITY if quality is None else quality,
+        effort=effort,
+        residual=residual,
+        roi=parse_roi(roi, roi_strength),
     )
-    return get_codec(model).encode(image, options)
+    codec = get_codec(model)
+    if not targeted:
+        return codec.encode(image, options)
+    analysis = codec.analyse(image, options)  # the networks run once for every quality tried
+    budget = budget_of(target_size, target_bpp, analysis.img.width, analysis.img.height)
+    _quality, data = fit_budget(lambda q: codec.finish(analysis, options.but(quality=q))[0], budget)
+    return data
 
 
 def decode(data: bytes, layer: str = "full", model: str | None = None) -> Image.Image:

@@ -10,3 +10,5 @@ DEFAULT_EFFORT = 5
 # --chroma: the AVIF residual's chroma layout, 444 (full) or 420 (half-size chroma planes)
 CHROMAS = ("444", "420")
 DEFAULT_CHROMA = "444"
+
+DEFAULT_CLUSTER_TIMEOUT = 10.0  # --cluster-timeout: seconds a scheduler has to answer

@@ -84,6 +84,11 @@ class OutputExists(SemcodecError, FileExistsError):
     """The output path exists and overwriting was not requested (the CLI's --force)."""
 
 
+def exists_message(path: str) -> str:
+    """The refusal to write over a file: what to do instead, never a destructive flag."""
+    return f"cannot write {path!r}: file exists; name another output with -o, or a folder with -d"
+
+
 @dataclass
 class LoadedImage:
     """An input image in canonical form: what the encoder consumes and the decoder must restore."""
@@ -474,7 +479,7 @@ def _atomic_write(path: str | Path, force: bool, write: Callable[[BinaryIO], Non
     if target.is_dir():
         raise SemcodecError(f"cannot write {str(target)!r}: is a directory")
     if not force and os.path.lexists(target):
-        raise OutputExists(f"cannot write {str(target)!r}: file exists (use --force to overwrite)")
+        raise OutputExists(exists_message(str(target)))
     try:
         tmp, fd = _temp_path(target)
     except OSError as exc:
@@ -490,14 +495,10 @@ def _atomic_write(path: str | Path, force: bool, write: Callable[[BinaryIO], Non
             try:
                 os.link(tmp, target)  # fails if target appeared meanwhile: no clobbering
             except FileExistsError:
-                raise OutputExists(
-                    f"cannot write {str(target)!r}: file exists (use --force to overwrite)"
-                ) from None
+                raise OutputExists(exists_message(str(target))) from None
             except OSError:  # filesystems without hard links
                 if os.path.lexists(target):
-                    raise OutputExists(
-                        f"cannot write {str(target)!r}: file exists (use --force to overwrite)"
-                    ) from None
+                    raise OutputExists(exists_message(str(target))) from None
                 os.replace(tmp, target)
             else:
                 os.unlink(tmp)

@@ -23,6 +23,7 @@ from typing import Any
 from semcodec.batch.outcome import Outcome
 from semcodec.batch.window import WINDOW_PER_WORKER, windowed
 from semcodec.batch.workers import one_torch_thread, start_worker
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 from semcodec.errors import SemcodecError, UsageProblem, describe_error
 
 _LOCAL = re.compile(r"local(?::(\d+)(?:x(\d+))?)?")
@@ -131,12 +132,64 @@ def _quiet_client_logs(debug: bool) -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
 
 
-@contextlib.contextmanager
-def _remote_client(address: str) -> Iterator[Any]:
-    """A client of the scheduler at ``address``; one line if it cannot be reached."""
-    distributed = _distributed()
+async def _identity(address: str, timeout: float) -> Any:
+    """The scheduler's answer to Dask's ``identity`` request."""
+    from distributed.comm import connect
+
+    comm = await connect(address, timeout=timeout)
     try:
-        client = distributed.Client(address, set_as_default=False)
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def _probe(address: str, timeout: float) -> tuple[Any, BaseException | None]:
+    """Ask ``address`` who it is, on a thread of its own: a peer that speaks something else can
+    make Dask's reader wait forever or allocate exabytes, and neither may hold the command."""
+    import asyncio
+
+    found: dict[str, Any] = {}
+
+    def ask() -> None:
+        """The request, cancelled at the timeout; any failure is the answer."""
+        try:
+            found["reply"] = asyncio.run(asyncio.wait_for(_identity(address, timeout), timeout))
+        except BaseException as exc:  # noqa: BLE001 - a MemoryError from a stranger's bytes too
+            found["error"] = exc
+
+    thread = threading.Thread(target=ask, name="semcodec-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 1.0)
+    if thread.is_alive():
+        return None, TimeoutError(f"no answer within {timeout:g} s")
+    return found.get("reply"), found.get("error")
+
+
+def check_scheduler(address: str, timeout: float = DEFAULT_CLUSTER_TIMEOUT) -> None:
+    """One line within about ``timeout`` seconds when ``address`` refuses, does not answer,
+    or is not a Dask scheduler (the client itself would hang on some of these)."""
+    reply, exc = _probe(address, timeout)
+    if isinstance(exc, TimeoutError):  # asyncio's is the builtin since Python 3.11
+        why = f"no answer within {timeout:g} s (--cluster-timeout)"
+    elif exc is not None and not isinstance(exc, (OSError, *_CONNECTION_ERRORS)):
+        why = "it does not speak Dask's protocol (is it a Dask scheduler?)"
+    elif exc is not None:
+        why = describe_error(exc)
+    elif not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        why = "it answers, but not as a Dask scheduler"
+    else:
+        return
+    raise SemcodecError(f"cannot reach the scheduler at {address}: {why}")
+
+
+@contextlib.contextmanager
+def _remote_client(address: str, timeout: float) -> Iterator[Any]:
+    """A client of the scheduler at ``address``; one line if it cannot be reached in time."""
+    distributed = _distributed()
+    check_scheduler(address, timeout)
+    try:
+        client = distributed.Client(address, timeout=timeout, set_as_default=False)
     except _CONNECTION_ERRORS as exc:
         raise SemcodecError(
             f"cannot reach the scheduler at {address}: {describe_error(exc)}"
@@ -146,11 +199,11 @@ def _remote_client(address: str) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _client(spec: ClusterSpec) -> Iterator[Any]:
+def _client(spec: ClusterSpec, timeout: float) -> Iterator[Any]:
     """A client of the scheduler, or of a local cluster started (and stopped) here."""
     distributed = _distributed()
     if spec.address is not None:
-        with _remote_client(spec.address) as client:
+        with _remote_client(spec.address, timeout) as client:
             yield client
         return
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -189,14 +242,16 @@ def cluster_outcomes(
     cluster: str,
     models: tuple[str, ...],
     debug: bool = False,
+    timeout: float = DEFAULT_CLUSTER_TIMEOUT,
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order from the cluster's workers, at most a few tasks per worker ahead;
-    a scheduler lost mid-run ends the batch with one line (what was written stays complete)."""
+    a scheduler that cannot be reached within ``timeout`` seconds, or is lost mid-run, ends the
+    batch with one line (what was written stays complete)."""
     from semcodec import runtime
 
     spec = parse_cluster(cluster)
     _distributed()  # imported first: its loggers exist and are configured when quietened
-    with _quiet_client_logs(debug), _client(spec) as client:
+    with _quiet_client_logs(debug), _client(spec, timeout) as client:
         plugin = _plugin_class()(models, os.environ.get(runtime.BF16_ENV))
         try:
             client.register_plugin(plugin)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from semcodec.batch import stdio
-from semcodec.batch.plan import Target, WriteRules, found_valid
+from semcodec.batch.plan import Target, WriteRules, found_valid, invalid_message
 from semcodec.batch.stdio import STDIO
 from semcodec.batch.verify import Existing
 from semcodec.errors import SemcodecError, describe_error
@@ -64,8 +64,6 @@ def _kept_or_replaced(
         return Target(target.path, existing=check(target.path))
     except (OSError, ValueError) as exc:
         if not rules.force:
-            raise SemcodecError(
-                f"cannot skip {target.path!r}: {describe_error(exc)} (use --force to replace it)"
-            ) from None
+            raise SemcodecError(invalid_message(target.path, describe_error(exc))) from None
     deliver(target.path, data, True, rules.make_dirs)
     return target

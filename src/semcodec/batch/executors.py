@@ -16,6 +16,7 @@ from typing import Any
 from semcodec.batch.outcome import Outcome
 from semcodec.batch.window import WINDOW_PER_WORKER, run_here, windowed
 from semcodec.batch.workers import decide_before_workers, init_pool_worker
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 
 
 def _mp_context() -> mp.context.BaseContext:
@@ -104,13 +105,14 @@ def processed(
     models: tuple[str, ...],
     cluster: str | None = None,
     debug: bool = False,
+    cluster_timeout: float = DEFAULT_CLUSTER_TIMEOUT,
 ) -> Iterator[Iterator[Outcome]]:
     """Outcomes in task order: from this process, a pool of ``jobs`` workers, or a cluster."""
     if cluster is not None and tasks:
         from semcodec.batch.cluster import cluster_outcomes
 
         decide_before_workers()
-        with cluster_outcomes(fn, tasks, cluster, models, debug) as outcomes:
+        with cluster_outcomes(fn, tasks, cluster, models, debug, cluster_timeout) as outcomes:
             yield outcomes
         return
     if jobs == 0:

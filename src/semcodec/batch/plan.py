@@ -14,7 +14,7 @@ from semcodec.batch import stdio
 from semcodec.batch.stdio import STDIO
 from semcodec.batch.verify import Existing
 from semcodec.errors import UsageProblem, describe_error
-from semcodec.imageio import OutputExists
+from semcodec.imageio import exists_message
 
 #: why an output was skipped: valid before the run started, or completed by another process
 #: (another run over the same folder) while this one was going
@@ -120,6 +120,11 @@ class Layout:
 # ----- each output: written, kept or refused --------------------------------------------------
 
 
+def invalid_message(out: str, reason: str) -> str:
+    """--skip-existing's refusal of an output that is not a complete file: what to do instead."""
+    return f"cannot skip {out!r}: {reason}; move it away, or write to another folder with -d"
+
+
 def _same_file(a: str, b: str) -> bool:
     """Whether two paths name the same file (existing or not)."""
     try:
@@ -150,7 +155,7 @@ def plan_problem(
     if not make_dirs and not parent.is_dir():
         return f"cannot write {out!r}: directory {str(parent)!r} does not exist"
     if not force and os.path.lexists(out):
-        return str(OutputExists(f"cannot write {out!r}: file exists (use --force to overwrite)"))
+        return exists_message(out)
     return None
 
 
@@ -204,10 +209,10 @@ def plan_target(
             return Target(out, existing=check(out))
         except (OSError, ValueError) as exc:  # CorruptData is a ValueError
             if not rules.force:
-                return f"cannot skip {out!r}: {describe_error(exc)} (use --force to replace it)"
+                return invalid_message(out, describe_error(exc))
     if rules.force:
         return Target(out, replace=True)
-    return str(OutputExists(f"cannot write {out!r}: file exists (use --force to overwrite)"))
+    return exists_message(out)
 
 
 @dataclass

@@ -109,8 +109,8 @@ class Report:
             self.bytes += record.bytes
         self._write(record.line())
 
-    def close(self, interrupted: bool = False) -> None:
-        """Write the summary and close the file."""
+    def close(self, interrupted: bool = False, error: str | None = None) -> None:
+        """Write the summary (``error``: the one line that ended the batch) and close the file."""
         seconds = time.perf_counter() - self.started
         done = self.counts["ok"]
         self._write(
@@ -124,6 +124,7 @@ class Report:
                 "seconds": round(seconds, 3),
                 "images_per_second": round(done / seconds, 3) if seconds > 0 else None,
                 "interrupted": interrupted,
+                "error": error,
             }
         )
         if self.owned and self.stream is not None:

@@ -1,4 +1,4 @@
-"""The batch loop of encode and decode: every output is planned before any work, inputs are
+"""The batch loop of encode, decode and segment: every output is planned before any work, inputs are
 processed in this process, a pool of workers or a cluster, and each one's outputs are written
 atomically, recorded and shown, one file after another in input order.
 
@@ -30,6 +30,7 @@ from semcodec.batch.plan import (
 from semcodec.batch.report import FileRecord, Report, file_record, skipped_record
 from semcodec.batch.stdio import STDIO, display, stdin_bytes
 from semcodec.batch.verify import Existing
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 from semcodec.errors import SemcodecError, describe_error
 from semcodec.imageio import remove_stale_temps
 
@@ -81,6 +82,7 @@ class BatchConfig:
     rules: WriteRules = WriteRules()
     jobs: int = 1
     cluster: str | None = None
+    cluster_timeout: float = DEFAULT_CLUSTER_TIMEOUT  # seconds a scheduler has to answer
     extra_out: str | None = None
     report: str | None = None
     command: str = ""
@@ -100,12 +102,15 @@ def run_batch(config: BatchConfig, sink: Sink) -> None:
         log = Report(config.report, config.command, len(config.inputs))
     except OSError as exc:
         raise SemcodecError(f"cannot write the report: {describe_error(exc)}") from None
-    interrupted = True
+    interrupted, error = True, None
     try:
         _run(config, sink, log)
         interrupted = False
+    except SemcodecError as exc:  # e.g. a scheduler that cannot be reached: said in the summary
+        error = describe_error(exc)
+        raise
     finally:
-        log.close(interrupted)
+        log.close(interrupted, error)
 
 
 @dataclass(frozen=True)
@@ -157,7 +162,13 @@ def _run(config: BatchConfig, sink: Sink, log: Report) -> None:
     global _TILE_PROGRESS
     _TILE_PROGRESS = sink.tiles if config.jobs <= 1 or len(tasks) <= 1 else None
     with processed(
-        config.worker, tasks, config.jobs, config.models, config.cluster, config.debug
+        config.worker,
+        tasks,
+        config.jobs,
+        config.models,
+        config.cluster,
+        config.debug,
+        config.cluster_timeout,
     ) as outcomes:
         for plan, outcome in zip(runnable, outcomes, strict=True):
             _settle(config, sink, log, plan, outcome)

@@ -1,4 +1,4 @@
-"""What one file's encode or decode does in a worker, and whether an existing output counts
+"""What one file's encode, decode or segment does in a worker, and whether an existing output counts
 (picklable tasks and their entry points, run by the batch engine; no click)."""
 
 from __future__ import annotations
@@ -14,10 +14,19 @@ from semcodec.batch.stdio import STDIO, read_input
 from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
 from semcodec.batch.workers import import_torch
 from semcodec.defaults import DEFAULT_CHROMA, DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL
-from semcodec.encoder.ratecontrol import bytes_for_bpp, search_quality
-from semcodec.errors import SemcodecError
+from semcodec.encoder.ratecontrol import budget_of, fit_budget
+from semcodec.errors import UnsupportedInput
 from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.labelmap import label_image
+
+
+def image_source(source: str, data: bytes | None) -> str | bytes:
+    """What ``load_image`` reads: the path, or stdin's bytes (an empty stdin said as such)."""
+    if source != STDIO:
+        return source
+    if not data:
+        raise UnsupportedInput("empty input (nothing was read from stdin)")
+    return data
 
 
 # ----- encode ------------------------------------------------------------------------------------
@@ -69,7 +78,7 @@ def encode_work(task: EncodeTask) -> Outcome:
 
     codec = get_codec(task.model)  # shared by the process's tasks: the options go with each call
     options = encode_options(task)
-    image = load_image(task.data if task.source == STDIO else task.source, codec.limits)
+    image = load_image(image_source(task.source, task.data), codec.limits)
     stats_by_quality = {}
     # networks run once, however many qualities are tried
     analysis = codec.analyse(image, options, progress)
@@ -82,18 +91,9 @@ def encode_work(task: EncodeTask) -> Outcome:
 
     warnings = list(image.warnings)
     targeted = task.target_size is not None or task.target_bpp is not None
-    if targeted:
-        budget = (
-            task.target_size
-            if task.target_size is not None
-            else bytes_for_bpp(task.target_bpp or 0.0, image.width, image.height)
-        )
-        quality, data, met = search_quality(encode, budget)
-        if not met:  # a script trusts the exit code: no file over its budget, and exit 1
-            raise SemcodecError(
-                f"target of {budget} bytes cannot be met: the smallest file is {len(data)} "
-                f"bytes (quality {quality}); nothing written"
-            )
+    if targeted:  # no file over its budget: TargetNotMet, exit 1
+        budget = budget_of(task.target_size, task.target_bpp, image.width, image.height)
+        quality, data = fit_budget(encode, budget)
     else:
         quality = options.quality
         data = encode(quality)
@@ -192,3 +192,43 @@ def existing_image(pil_format: str, inp: str | None, out: str) -> Existing:
 def decode_worker(task: DecodeTask) -> Outcome:
     """Picklable entry point for one decode."""
     return guarded(decode_work, task)
+
+
+# ----- segment -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SegmentTask:
+    """One image whose semantic map is wanted, without encoding it; picklable for workers."""
+
+    source: str
+    data: bytes | None
+    model: str
+    color: bool = False  # palette colours instead of class ids
+
+
+def segment_work(task: SegmentTask) -> Outcome:
+    """The full-resolution map of one image, as a PNG of class ids (or palette colours)."""
+    progress = tile_progress()
+    if progress is not None:
+        progress("loading the model", 0, 0)
+    import_torch()
+    from semcodec.encoder.codec import get_codec
+    from semcodec.encoder.segment import full_resolution_labels
+    from semcodec.imageio import load_image
+
+    codec = get_codec(task.model)  # shared by the process's tasks (a -j or cluster worker's)
+    image = load_image(image_source(task.source, task.data), codec.limits)
+    labels = full_resolution_labels(codec.bundle.seg, image.rgb, bf16=False)
+    h, w = labels.shape
+    info = {"width": w, "height": h, "mode": "P" if task.color else "L", "layer": "map"}
+    out = png_bytes(label_image(labels, task.color))
+    return Outcome(True, out, info=info, warnings=list(image.warnings))
+
+
+def segment_worker(task: SegmentTask) -> Outcome:
+    """Picklable entry point for one segmentation."""
+    return guarded(segment_work, task)
+
+
+def existing_map(_inp: str, out: str) -> Existing:
+    """--skip-existing: an existing map counts only if it is a PNG that decodes in full."""
+    return check_image(out, "PNG")

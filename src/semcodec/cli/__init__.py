@@ -9,7 +9,7 @@ need them, so ``info``, ``--help`` and usage errors stay fast.
 
 Modules: ``common`` (messages, shared options), ``groups`` (lazy and root groups), ``batch``
 (the batch's options and terminal; the engine is ``semcodec.batch``), ``dataset`` (the dataset
-options), one module per command or command group (``encode``, ``decode``, ``info`` with
+options), one module per command or command group (``encode``, ``decode``, ``segment``, ``info`` with
 models and doctor, ``evaluate``, ``train``, ``bench``) and ``root`` (the ``semcodec`` group and
 ``main``). What one file's encode or decode does is library code, ``semcodec.batch.tasks``.
 """

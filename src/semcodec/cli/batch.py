@@ -1,5 +1,5 @@
-"""The command line's side of a batch: the options and usage rules of encode and decode, the
-terminal's lines and progress bar, and the exit status (the engine is ``semcodec.batch``)."""
+"""The command line's side of a batch: the options and usage rules of encode, decode and segment,
+the terminal's lines and progress bar, and the exit status (the engine is ``semcodec.batch``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from semcodec.progress import Progress
 
 
 def check_io_args(inputs: Sequence[str], output: str | None, output_dir: Path | None) -> None:
-    """Usage rules shared by encode and decode (exit 2)."""
+    """Usage rules shared by the batch commands (exit 2), and -d's folder (exit 1)."""
     if output is not None and output_dir is not None:
         raise click.UsageError("-o and -d cannot be used together")
     if output is not None and len(inputs) > 1:
@@ -36,8 +36,9 @@ def check_io_args(inputs: Sequence[str], output: str | None, output_dir: Path | 
     to_stdout = output == STDIO or (output is None and output_dir is None and STDIO in inputs)
     if to_stdout and stdio.stdout_binary().isatty():
         raise click.UsageError(stdio.TERMINAL)
-    if output_dir is not None and not output_dir.is_dir():
-        raise SemcodecError(f"output directory {str(output_dir)!r} does not exist")
+    if output_dir is not None and not output_dir.is_dir():  # exit 1, as -o's missing folder
+        why = "is not a directory" if output_dir.exists() else "does not exist"
+        raise SemcodecError(f"output directory {str(output_dir)!r} {why}")
 
 
 def in_out_form(
@@ -148,7 +149,7 @@ io_options = [
     click.option(
         "-d",
         "--output-dir",
-        type=click.Path(file_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),  # a missing one or a file: exit 1 (check_io_args)
         metavar="DIR",
         help="Write outputs into DIR (must exist).",
     ),

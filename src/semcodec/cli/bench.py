@@ -8,9 +8,11 @@ images and on one 6000x4000 photo; ``roi`` measures semantic ROI coding on CamVi
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,11 +21,28 @@ from semcodec.bench.codecs import Setting, codec_names
 from semcodec.bench.quality import DEFAULT_METRICS as _DEFAULT_METRICS
 from semcodec.bench.quality import METRIC_NAMES as _METRIC_NAMES
 from semcodec.bench.quality import parse_metrics
-from semcodec.cli.common import apply_options, effort_option
+from semcodec.cli.common import apply_options, describe_error, effort_option
 
 DEFAULT_CODECS = ",".join(_DEFAULT_CODECS)
 
-_result_file = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+class ResultFile(click.Path):
+    """A result JSON: a file that exists and parses as JSON (else a usage error naming it)."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True, dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, once its text was found to be JSON."""
+        path = super().convert(value, param, ctx)
+        try:
+            json.loads(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self.fail(f"{str(path)!r} is not a result JSON ({describe_error(exc)})", param, ctx)
+        return path
+
+
+_result_file = ResultFile()
 
 
 def _setting(text: str) -> Setting:

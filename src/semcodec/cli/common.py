@@ -81,9 +81,10 @@ effort_option = click.option(
     type=click.IntRange(min(EFFORTS), max(EFFORTS)),
     default=DEFAULT_EFFORT,
     show_default=True,
-    help="Encoder effort: higher spends more encoding time for fewer bytes at the same "
-    "quality (the AVIF residual's speed 11 - effort; from 6, a prediction is searched for at "
-    "every quality); files decode the same way, as fast.",
+    help="Encoder effort: higher spends more encoding time for a lower rate-distortion cost "
+    "(most often fewer bytes at the same quality, sometimes a larger file of higher PSNR; the "
+    "AVIF residual's speed 11 - effort; from 6, a prediction is searched for at every "
+    "quality); files decode the same way, as fast.",
 )
 
 

@@ -20,9 +20,19 @@ from semcodec.batch.cluster import parse_cluster
 from semcodec.batch.plan import InputList, Layout, WriteRules
 from semcodec.batch.stdio import STDIO
 from semcodec.cli.common import usage_problems
+from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 
 #: the parameter names of the dataset options, popped from the command's keyword arguments
-_NAMES = ("skip_existing", "report", "from_list", "null", "keep_tree", "root", "cluster")
+_NAMES = (
+    "skip_existing",
+    "report",
+    "from_list",
+    "null",
+    "keep_tree",
+    "root",
+    "cluster",
+    "cluster_timeout",
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,7 @@ class DatasetOptions:
     keep_tree: bool = False
     root: Path | None = None
     cluster: str | None = None
+    cluster_timeout: float = DEFAULT_CLUSTER_TIMEOUT
 
     def inputs(self, arguments: Sequence[str]) -> list[str]:
         """The inputs: the arguments, then the list's entries (exit 2 if there are none)."""
@@ -106,6 +117,14 @@ _OPTIONS = [
         default=None,
         help="Run on Dask distributed: a scheduler address (tcp://host:8786) or local:N "
         "(N worker processes here; -j is then ignored). Needs the [cluster] extra.",
+    ),
+    click.option(
+        "--cluster-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=DEFAULT_CLUSTER_TIMEOUT,
+        show_default=True,
+        metavar="SECONDS",
+        help="--cluster: how long a scheduler has to answer before the command gives up.",
     ),
 ]
 

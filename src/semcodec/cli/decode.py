@@ -38,8 +38,9 @@ def _output_format(fmt: str | None, output: str | None) -> str:
     return "png"
 
 
-# a layer's default output never takes the picture's name: NAME.map.png, NAME.base.png
-_LAYER_SUFFIX = {"map": ".map", "base": ".base"}
+# a default output never takes a name the original picture can have (photo.png beside
+# photo.sem): NAME.dec.png, NAME.base.png, NAME.map.png
+LAYER_SUFFIX = {"full": ".dec", "map": ".map", "base": ".base"}
 
 
 @click.command()
@@ -49,7 +50,10 @@ _LAYER_SUFFIX = {"map": ".map", "base": ".base"}
     type=click.Choice(["full", "base", "map"]),
     default="full",
     show_default=True,
-    help="base: the generator's reconstruction only (map + compact layers), no residual; "
+    help="base: the prediction the residual was coded against, without the residual: the "
+    "generator's reconstruction on tiles that use the learned base (every tile at -q 0 and "
+    "with --no-gating), flat grey on tiles that do not (with the current release, every tile "
+    "of the photos measured at -q 1..60: README); 'info' says which. "
     "map: the semantic map alone as class ids (8-bit grey PNG), no generator.",
 )
 @click.option(
@@ -98,7 +102,8 @@ def decode(
     quiet: bool,
     dataset: DatasetOptions,
 ) -> None:
-    """Decode .sem files to images (default output: IN with suffix .png; '-' is stdin/stdout)."""
+    """Decode .sem files to images (default output: NAME.dec.png for NAME.sem, never the
+    original's name; '-' is stdin/stdout)."""
     inputs, output = in_out_form(inputs, output, output_dir, SUFFIX_FORMATS)
     inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
@@ -112,7 +117,7 @@ def decode(
     if segmentation == STDIO:
         raise click.UsageError("--segmentation needs a file name")
     fmt = _output_format(fmt, output)
-    suffix = _LAYER_SUFFIX.get(layer, "") + DECODE_FORMATS[fmt][1]
+    suffix = LAYER_SUFFIX[layer] + DECODE_FORMATS[fmt][1]
     outputs = dataset.outputs(inputs, output, output_dir, suffix)
 
     def make_task(inp: str, stdin_data: bytes | None) -> DecodeTask:
@@ -142,6 +147,7 @@ def decode(
         rules=dataset.rules(force),
         jobs=jobs,
         cluster=dataset.cluster,
+        cluster_timeout=dataset.cluster_timeout,
         extra_out=segmentation,
         report=dataset.report,
         command="decode",

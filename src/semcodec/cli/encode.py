@@ -216,6 +216,7 @@ def encode(
         rules=dataset.rules(force),
         jobs=jobs,
         cluster=dataset.cluster,
+        cluster_timeout=dataset.cluster_timeout,
         report=dataset.report,
         command="encode",
         checks=Checks(existing_sem, no_check),

@@ -1,4 +1,4 @@
-"""Evaluation commands: `segment` (one label map), `eval seg` (CamVid), `eval enhance`."""
+"""Evaluation commands: `eval seg` (CamVid), `eval enhance` (`segment` is ``cli.segment``)."""
 
 from __future__ import annotations
 
@@ -8,39 +8,8 @@ from pathlib import Path
 
 import click
 
-from semcodec.batch.deliver import deliver
-from semcodec.batch.formats import png_bytes
-from semcodec.batch.plan import plan_problem
-from semcodec.batch.stdio import stdin_bytes
-from semcodec.cli.common import STDIO, debug_option, import_torch
+from semcodec.cli.common import debug_option
 from semcodec.defaults import DEFAULT_MODEL
-from semcodec.errors import SemcodecError
-from semcodec.labelmap import label_image
-
-
-@click.command()
-@click.argument("image", metavar="IMG")
-@click.option(
-    "-o", "--output", required=True, metavar="MAP.png", help="Output PNG ('-' for stdout)."
-)
-@click.option("--color", is_flag=True, help="Palette colours instead of class indices.")
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle.")
-@click.option("-f", "--force", is_flag=True, help="Overwrite an existing output.")
-@debug_option
-def segment(image: str, output: str, color: bool, model: str, force: bool) -> None:
-    """Full-resolution semantic label map of an image (mode L class indices, or --color)."""
-    problem = plan_problem(image, output, force, set())
-    if problem is not None:
-        raise SemcodecError(problem)
-    import_torch()
-    from semcodec.encoder.segment import full_resolution_labels
-    from semcodec.imageio import load_image
-    from semcodec.zoo.bundles import load_bundle
-
-    bundle = load_bundle(model)
-    img = load_image(stdin_bytes() if image == STDIO else image)
-    labels = full_resolution_labels(bundle.seg, img.rgb, bf16=False)
-    deliver(output, png_bytes(label_image(labels, color)), force)
 
 
 @click.group("eval")

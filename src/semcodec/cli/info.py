@@ -40,7 +40,7 @@ def doctor() -> None:
     "--json",
     "as_json",
     is_flag=True,
-    help="JSON on stdout: an object for one file, a list for several.",
+    help="JSON on stdout: a list of one object per file, whatever their number.",
 )
 @debug_option
 @click.pass_context
@@ -66,7 +66,7 @@ def info(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
         if not as_json:
             click.echo(format_info(name, d))
     if as_json:
-        click.echo(json.dumps(results[0] if len(files) == 1 else results, indent=2))
+        click.echo(json.dumps(results, indent=2))  # one shape for one file or many
     if failed:
         if len(files) > 1:
             error(f"{failed} of {len(files)} files failed")

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import click
 
-from semcodec.cli import decode, encode, evaluate, info, train
+from semcodec.cli import decode, encode, evaluate, info, segment, train
 from semcodec.cli.common import PROG, __version__, debug_option
 from semcodec.cli.groups import RootGroup
 
@@ -32,7 +32,7 @@ for _command in (
     decode.decode,
     info.info,
     info.models_command,
-    evaluate.segment,
+    segment.segment,
     evaluate.eval_group,
     train.train_group,
 ):

@@ -7,7 +7,7 @@ from typing import Any
 
 from semcodec.format import container
 
-__all__ = ["bpp", "file_info", "format_info"]
+__all__ = ["bpp", "file_info", "format_info", "holds_text"]
 
 
 def bpp(nbytes: int, width: int, height: int) -> float:
@@ -56,9 +56,36 @@ def file_info(data: bytes) -> dict[str, Any]:
         "bpp": bpp(len(data), w, h),
         "classes": class_shares(labels),
         "prediction": gate,
+        "learned_base": _learned_base(gate, container.LayerKind.COMPACT in layers),
         "roi": _roi_info(layers.get(container.LayerKind.ROI), labels, header),
         "enhancement": _enhance_info(layers.get(container.LayerKind.ENHANCE), header),
     }
+
+
+def _learned_base(gate: dict[str, Any] | None, compact: bool) -> float:
+    """The share of tiles predicted from the compact layer (the generator's reconstruction or
+    its bilinear base): 0 when the file is the map and a residual that codes the image itself."""
+    if gate is None:
+        return 1.0 if compact else 0.0
+    return 1.0 - gate["shares"].get("none", 0.0)
+
+
+def holds_text(d: dict[str, Any]) -> str:
+    """What the file holds, in words: whether the learned base is used, and what
+    ``decode --layer base`` gives."""
+    share = d.get("learned_base", 1.0)
+    residual = "residual" in d["layers"]
+    if not residual:
+        return "the base layer alone (map, compact layer, generator); no residual"
+    if share == 0:
+        return (
+            "the map and a residual that codes the image itself; no tile uses the learned base "
+            "(decode --layer base gives a flat grey picture)"
+        )
+    return (
+        f"the map, the learned base on {100 * share:.0f} % of the tiles and a residual "
+        "(decode --layer base gives the prediction the residual was coded against)"
+    )
 
 
 def _residual_chroma(header: container.Header, payload: bytes | None) -> str | None:
@@ -84,6 +111,7 @@ def format_info(name: str, d: dict[str, Any]) -> str:
     for kind, v in d["layers"].items():
         lines.append(f"  {kind:<12}{v['bytes']:>10} bytes  {v['bpp']:.4f} bpp")
     lines.append(f"  {'total':<12}{d['bytes']:>10} bytes  {d['bpp']:.4f} bpp")
+    lines.append(f"  holds      {holds_text(d)}")
     p = d.get("prediction")
     if p is not None:
         shares = ", ".join(f"{k} {100 * v:.0f} %" for k, v in p["shares"].items())
