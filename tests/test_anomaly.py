@@ -147,12 +147,14 @@ def test_outlier_paste_resumes_its_draws():
 
 
 def test_outlier_pixels_are_trained_toward_equal_class_probabilities():
+    """Outlier exposure's loss: the labelled pixels' mean plus the weighted mean over the
+    pasted ones, lowest where every class is equally likely."""
     logits = torch.randn(1, NUM_CLASSES, 4, 4)
     target = torch.full((1, 4, 4), OUTLIER)
     target[0, 0, 0] = 2
     loss = seg_loss(logits, target, None, outlier_weight=0.5)
     ce = torch.nn.functional.cross_entropy(logits[:, :, 0, 0], torch.tensor([2]))
-    want = (ce + 0.5 * uniform_ce(logits)[target == OUTLIER].sum()) / 16
+    want = ce + 0.5 * uniform_ce(logits)[target == OUTLIER].mean()  # two means, weighted
     assert float(loss) == pytest.approx(float(want), rel=1e-5)
     flat = torch.zeros(1, NUM_CLASSES, 1, 1)
     assert float(uniform_ce(flat)) == pytest.approx(np.log(NUM_CLASSES), rel=1e-6)

@@ -100,9 +100,10 @@ def seg_loss(
 
     NOT_PERSON pixels (person photos outside the mask) add -log(1 - p(pedestrian)): they say
     what a pixel is not, never what it is. OUTLIER pixels (pasted objects, train.outliers) add
-    ``outlier_weight`` times the cross-entropy to the uniform distribution: none of the
-    classes. ``pixel_weight`` scales each labelled pixel's term (and its share of the mean),
-    as the class weights do.
+    ``outlier_weight`` times their mean cross-entropy to the uniform distribution (none of
+    the classes), a mean of its own as in outlier exposure: a few pasted pixels weigh as
+    much as many. ``pixel_weight`` scales each labelled pixel's term (and its share of the
+    mean), as the class weights do.
     """
     logits = logits.float()
     not_person = target == NOT_PERSON
@@ -117,10 +118,10 @@ def seg_loss(
         others = torch.cat([logits[:, :PERSON], logits[:, PERSON + 1 :]], 1)
         neg = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)  # -log(1 - p_person)
         total, count = total + neg[not_person].sum(), count + int(not_person.sum())
-    if bool(outlier.any()):
-        unif = uniform_ce(logits)[outlier]
-        total, count = total + outlier_weight * unif.sum(), count + len(unif)
-    return total / count
+    known = total / count if count else logits.sum() * 0.0
+    if not bool(outlier.any()):
+        return known
+    return known + outlier_weight * uniform_ce(logits)[outlier].mean()
 
 
 def weighted_ce(
