@@ -7,13 +7,13 @@ import pytest
 from click.testing import CliRunner
 
 from semcodec.cli import cli
+from semcodec.decoder.info import file_info
 from semcodec.encoder import enhance, gating
 from semcodec.encoder.codec import Codec
 from semcodec.encoder.options import EncodeOptions
 from semcodec.format import container
 from semcodec.format.container import LayerKind
 from semcodec.format.gating import NONE
-from semcodec.format.info import file_info
 from semcodec.format.residual import get_backend
 from semcodec.format.residual_avif import chroma_layout
 

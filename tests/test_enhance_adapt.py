@@ -15,8 +15,8 @@ from semcodec.encoder.options import EncodeOptions
 from semcodec.errors import CorruptData
 from semcodec.format import container
 from semcodec.format.container import LayerKind
-from semcodec.format.enhance import decode_adjust, encode_adjust
-from semcodec.intgrid.enhancer import UPDATE_LIMIT, Adjust, Update, neutral
+from semcodec.format.enhance import UPDATE_LIMIT, Adjust, Update, decode_adjust, encode_adjust
+from semcodec.intgrid.enhancer import neutral
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 WIDTH = 8  # the tiny-enh network's first layer
@@ -116,7 +116,7 @@ def test_malformed_update_block(data: bytes) -> None:
 
 def test_layer_with_update_reads_without_the_network() -> None:
     """The layer records the rows' width: `semcodec info` reads it without a model."""
-    from semcodec.format.info import _enhance_info
+    from semcodec.decoder.info import _enhance_info
 
     data = encode_adjust(_adjust(_update()))
     assert np.array_equal(decode_adjust(data, 11, 50, 70).update.rows, _update().rows)

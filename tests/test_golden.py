@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from semcodec.models.compnet import COMPNET_CONFIGS, CompNet
-from semcodec.models.generator import GENERATOR_CONFIGS, Generator
+from semcodec.models.generator import GENERATOR_CONFIGS, Generator, to_integer
 from semcodec.models.segmentation import SEG_CONFIGS, SegNet
 
 GOLDEN = {
@@ -59,7 +59,6 @@ GOLDEN_INTEGER_SHA256 = "89abcf59346b49dcfe68217a4ca290d1fef7e0533376f5a821c8587
 
 
 def _default_outputs() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    from semcodec.intgrid import generator_torch as fixed
     from semcodec.models.compnet import quantize
 
     torch.manual_seed(4321)
@@ -90,7 +89,7 @@ def _default_outputs() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     with torch.no_grad():
         for p in gen.parameters():
             p.copy_(torch.randint(-24, 25, p.shape, generator=g).float() / 1024)
-    fg = fixed.from_float(gen, 16, cal)
+    fg = to_integer(gen, 16, cal)
     del sym
     sym = torch.randint(0, 16, (1, 3, 8, 12), generator=g)
     lab = torch.randint(0, 11, (1, 8, 12), generator=g)

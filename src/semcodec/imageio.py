@@ -28,7 +28,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from semcodec.errors import SemcodecError, UnsupportedInput
-from semcodec.format.container import Limits
+from semcodec.format.container import Limits, pil_pixel_limit
 from semcodec.format.metadata import Metadata, metadata_of
 
 __all__ = [
@@ -63,9 +63,6 @@ _RGB_LIKE = {
     "LAB": "LAB image converted to RGB without colour management",
     "HSV": None,
 }
-# Pillow's own decompression-bomb threshold is process-global; this lock serialises the
-# temporary raise of that threshold so concurrent loads restore it correctly.
-_PIL_LIMIT_LOCK = threading.Lock()
 # What Pillow raises for malformed, truncated or oversized data (it is not consistent).
 _DECODE_ERRORS = (
     Image.DecompressionBombError,
@@ -162,19 +159,6 @@ def _check_size(name: str, width: int, height: int, limits: Limits) -> None:
     problem = limits.check(width, height)
     if problem is not None:
         raise _fail(name, problem)
-
-
-@contextlib.contextmanager
-def pil_pixel_limit(limits: Limits) -> Iterator[None]:
-    """Let Pillow decode up to our own pixel limit (its process-global bomb check is lower)."""
-    with _PIL_LIMIT_LOCK:
-        previous = Image.MAX_IMAGE_PIXELS
-        if previous is not None and previous < limits.max_pixels:
-            Image.MAX_IMAGE_PIXELS = limits.max_pixels
-        try:
-            yield
-        finally:
-            Image.MAX_IMAGE_PIXELS = previous
 
 
 def _open_lazily(fp: BinaryIO, limits: Limits) -> Image.Image:
