@@ -57,7 +57,7 @@ class CodecTrainConfig:
     crop: int = 128
     lr: float = 2e-4
     lr_context: float = 1e-2
-    context_neighbours: int = 2  # 2: (left, top); 3: + top-right (entropy/compact.py)
+    context_neighbours: int = 2  # 2: (left, top); 3: + top-right (format/compact.py)
     warmup: int = 200  # linear learning-rate warm-up: Adam's first steps are sign-like and large
     weights: LossWeights = field(default_factory=LossWeights)
     bf16: bool = True
