@@ -38,7 +38,6 @@ __all__ = [
     "atomic_write_bytes",
     "list_images",
     "load_image",
-    "save_image",
 ]
 
 #: File suffixes taken as images when a folder is read (benchmarks, training, table fitting).
@@ -498,27 +497,3 @@ def _atomic_write(path: str | Path, force: bool, write: Callable[[BinaryIO], Non
 def atomic_write_bytes(path: str | Path, data: bytes, force: bool) -> None:
     """Write ``data`` to ``path`` atomically; refuse to replace an existing file unless forced."""
     _atomic_write(path, force, lambda fp: fp.write(data))
-
-
-def save_image(
-    img: Image.Image, path: str | Path, format: str | None = None, *, force: bool = True
-) -> None:
-    """Save a Pillow image atomically; the format comes from ``format`` or the file extension."""
-    target = Path(path)
-    fmt = format
-    if fmt is None:
-        fmt = Image.registered_extensions().get(target.suffix.lower())
-        if fmt is None:
-            raise SemcodecError(
-                f"cannot write {str(target)!r}: unknown image format for extension "
-                f"{target.suffix!r}"
-            )
-
-    def write(fp: BinaryIO) -> None:
-        """Encode into the temp file; encoder errors become one-line write errors."""
-        try:
-            img.save(fp, format=fmt)
-        except (KeyError, ValueError) as exc:
-            raise SemcodecError(f"cannot write {str(target)!r}: {exc}") from None
-
-    _atomic_write(target, force, write)
