@@ -32,9 +32,9 @@ def test_bar_messages_and_close() -> None:
 
 
 def test_training_log_lines_off_a_terminal(monkeypatch, capsys) -> None:
-    from semcodec.train.common import Progress as TrainProgress
+    from semcodec.progress import StepProgress
 
-    prog = TrainProgress(30, start=10, every=10)
+    prog = StepProgress(30, start=10, every=10)
     prog.update(15, 8, loss=0.5)  # not a reporting step
     prog.update(20, 8, loss=0.25, nan=float("nan"))
     prog.update(30, 16, loss=0.125)

@@ -62,7 +62,7 @@ def test_ohem_keeps_only_the_hardest_pixels() -> None:
 
 def test_clock_schedule_runs_on_wall_time() -> None:
     """The schedule's fraction follows the clock and ends the run when its minutes are spent."""
-    c = gpu.Clock(minutes=1.0)
+    c = gpu.TimeBudget(minutes=1.0)
     c.start -= 30
     assert 0.49 < c.fraction() < 0.6 and not c.over()
     c.start -= 40
