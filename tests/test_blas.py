@@ -109,6 +109,7 @@ def test_overlapping_holders_keep_one_thread_until_the_last_leaves(host_blas: No
     assert blas.GUARD.holders == 0
 
 
+@pytest.mark.subprocess
 def test_a_forked_child_starts_with_a_free_guard(host_blas: None) -> None:
     """A fork while a thread holds the guard: the child can still enter and leave."""
     import multiprocessing

@@ -112,6 +112,7 @@ def test_round_trip_default_naming_and_layers(work: Path):
     assert np.abs(base - pixels("a.png")).mean() > np.abs(full - pixels("a.png")).mean()
 
 
+@pytest.mark.slow
 def test_refine_steps_write_a_standard_file_with_a_better_base(work: Path):
     """--refine-steps changes only the encoder: the file decodes with the plain decoder."""
     assert run("encode", "a.png", "-q", "0", "-o", "plain.sem", *TINY).exit_code == 0
@@ -179,6 +180,7 @@ def test_batch_with_bad_file(work: Path):
     assert len(r.stdout.splitlines()) == 2
 
 
+@pytest.mark.subprocess
 def test_jobs_gives_identical_files(work: Path):
     for d in ("seq", "par"):
         (work / d).mkdir()
@@ -330,6 +332,7 @@ def test_info_json(work: Path):
     assert r.stdout.startswith(f"a.sem: {size} bytes, 64x48 RGB")
 
 
+@pytest.mark.slow
 def test_target_size_real(work: Path):
     sizes = {}
     for q in (0, 100):
@@ -487,6 +490,8 @@ def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "semcodec.cli", *args]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_subprocess_pipe_and_exit_codes(work: Path):
     enc = subprocess.Popen(
         _cmd("encode", "-", "-o", "-", "-q", "95", *TINY),
@@ -538,6 +543,8 @@ def _feed(pipe, data: bytes, chunk: int = 1000) -> None:
         pipe.close()
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_real_pipes_in_chunks(work: Path):
     """encode | decode with both ends real pipes: stdin arrives in chunks, stdout is a pipe."""
     png = (work / "a.png").read_bytes()
@@ -574,6 +581,7 @@ def test_real_pipes_in_chunks(work: Path):
     assert np.abs(pixels(img) - pixels(work / "a.png")).mean() < 3
 
 
+@pytest.mark.slow
 def test_target_size_with_the_default_avif_residual(tmp_path: Path, monkeypatch):
     """--target-size without --residual (AVIF): a photo, three targets, never over."""
     monkeypatch.chdir(tmp_path)
@@ -613,6 +621,8 @@ semcodec.cli.main(sys.argv[2:])
 """
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal.Signals):
     """SIGTERM, like Ctrl-C, arriving while an output is written: no output, no temporary

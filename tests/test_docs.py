@@ -241,6 +241,8 @@ def test_blocks_commands_markers_and_rules(tmp_path: Path) -> None:
     assert skip_reason("semcodec encode photo.png") is None
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_the_docs_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary_line: Callable[[str], None]
 ) -> None:

@@ -27,6 +27,7 @@ def _picture(h: int = 72, w: int = 88, seed: int = 0) -> np.ndarray:
     return np.clip(base + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ENHANCE_CONFIGS))
 def test_every_config_forward_backward(name: str) -> None:
     net = EnhanceNet(ENHANCE_CONFIGS[name])
@@ -231,6 +232,7 @@ def test_layer_needs_format_version_4() -> None:
     assert data[8] < 4  # files without the layer keep the older version
 
 
+@pytest.mark.slow
 def test_encoder_keeps_the_layer_only_where_it_pays() -> None:
     """The encoder's file is the plain file, or the plain file plus a layer of lower cost."""
     codec = Codec("tiny-enh")

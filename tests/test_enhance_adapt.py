@@ -157,6 +157,7 @@ def test_update_beyond_the_accumulator_budget_is_corrupt() -> None:
         codec.decode(_with_layer(_tiny_file(), adj))
 
 
+@pytest.mark.slow
 def test_adapted_file_decodes_to_the_encoders_picture() -> None:
     """The encoder's fitted update, checked with the integer network, is what decoders show."""
     codec = Codec("tiny-enh")
@@ -177,6 +178,7 @@ def test_adapted_file_decodes_to_the_encoders_picture() -> None:
     assert np.array_equal(np.asarray(semcodec.decode(file)), fitted.picture)
 
 
+@pytest.mark.slow
 def test_encoder_writes_the_update_where_it_pays() -> None:
     """A picture the network with other rows would restore: the file carries the update, and
     decoders show the encoder's picture."""
@@ -201,6 +203,7 @@ def test_encoder_writes_the_update_where_it_pays() -> None:
     assert np.array_equal(np.asarray(semcodec.decode(out)), np.asarray(codec.decode(out).image))
 
 
+@pytest.mark.slow
 def test_update_that_does_not_pay_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small files: the update costs more bytes than it saves, so -e 9 writes the closed form."""
     codec = Codec("tiny-enh")
@@ -237,6 +240,7 @@ def test_rounded_fit_stays_within_the_exact_range() -> None:
         assert (lo <= 0).all() and (hi >= 0).all()  # the table as trained is inside
 
 
+@pytest.mark.slow
 def test_fit_is_the_same_with_any_number_of_torch_threads() -> None:
     """The encoder writes the same bytes with 1 or more threads: the gradient fit runs on one."""
     codec = Codec("default")  # the tiny network's sums are too small to be split

@@ -89,6 +89,7 @@ def test_every_accumulator_is_an_exact_integer():
         assert got.abs().max() > 1e3  # a real test: large sums
 
 
+@pytest.mark.slow
 def test_integer_generator_is_close_to_the_float_one():
     """The integer grids cost under a hundredth of a grey level on average (PSNR > 45 dB)."""
     gen = _generator()
@@ -152,6 +153,8 @@ RUNS = [  # threads, environment, convolution backend
 ]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_same_pixels_on_every_isa_thread_count_and_backend(tmp_path):
     """The integer generator's output is one hash under every run of RUNS (fresh processes)."""
     gen = _generator("default", seed=4)
@@ -176,6 +179,7 @@ def test_same_pixels_on_every_isa_thread_count_and_backend(tmp_path):
     assert hashes == {hashlib.sha256(here.numpy().tobytes()).hexdigest()}
 
 
+@pytest.mark.slow
 def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     """The paper's global generator has no integer twin: the codec runs it in float, pinned."""
     from semcodec.encoder.codec import Codec
@@ -239,6 +243,7 @@ def test_fix_generator_command_writes_a_calibrated_bundle(tmp_path):
     assert new.info["integer_generator"]["act_max"] == 511
 
 
+@pytest.mark.slow
 def test_integer_generator_reads_extra_compact_channels():
     """A generator with 5 channels beside the thumbnail: conv 0 reads all 8, the pixels add the
     enhancement to the first three only, and the integer grid stays close to the float net."""

@@ -39,6 +39,7 @@ def _outputs() -> dict[str, torch.Tensor]:
     return {"seg": s, "comp": t, "gen": out}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_tiny_outputs_match_golden_values(name: str) -> None:
     shape, total, mean_abs = GOLDEN[name]
@@ -96,6 +97,7 @@ def _default_outputs() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     return {"seg": s, "comp": t, "gen": out}, fg.forward(sym, lab)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GOLDEN_DEFAULT))
 def test_default_configuration_outputs_match_golden_values(name: str) -> None:
     shape, total, mean_abs = GOLDEN_DEFAULT[name]
@@ -105,6 +107,7 @@ def test_default_configuration_outputs_match_golden_values(name: str) -> None:
     assert v.abs().mean().item() == pytest.approx(mean_abs, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_default_integer_generator_is_bit_exact_golden() -> None:
     """The integer generator's pixels are exact: one SHA-256, on every CPU."""
     import hashlib

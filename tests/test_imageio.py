@@ -470,6 +470,8 @@ def _damaged_inputs(folder: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["tiff", "apng"])
 def test_damaged_inputs_give_one_line_on_the_real_stderr(tmp_path, kind):
     """C libraries write to file descriptor 2 directly: only a subprocess sees what a user sees."""

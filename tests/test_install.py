@@ -44,6 +44,8 @@ print(json.dumps({"package": semcodec.__file__, "weights": str(registry.weights_
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_wheel_carries_the_weights_and_encodes(tmp_path: Path) -> None:
     wheels, target = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]

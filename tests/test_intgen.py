@@ -45,6 +45,7 @@ def _oldest_release() -> parts.DecoderParts:
     return oldest
 
 
+@pytest.mark.slow
 def test_a_changed_weight_changes_the_numpy_pixels() -> None:
     """The comparison above has teeth: one integer weight of a trained table moves pixels."""
     released = _oldest_release()  # a shipped release: every conv is in use

@@ -52,6 +52,7 @@ def test_every_tool_is_described_in_the_tools_readme() -> None:
     assert named == {p.name for p in SCRIPTS}
 
 
+@pytest.mark.slow
 def test_roi_crops_one_photo(tmp_path: Path) -> None:
     """roi_crops: the ROI file and the uniform one of no more bytes, a crop, a table row."""
     from semcodec.encoder.codec import Codec
@@ -81,6 +82,7 @@ def test_people_maps_writes_a_panel(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "map-photo.png").is_file()
 
 
+@pytest.mark.slow
 def test_seg_throughput_measures_both_modes(capsys: pytest.CaptureFixture) -> None:
     """seg_throughput: a plain and a frozen-backbone step on synthetic frames, CPU per crop."""
     import json
@@ -96,6 +98,7 @@ def test_seg_throughput_measures_both_modes(capsys: pytest.CaptureFixture) -> No
         assert ("cache_cpu_s_per_crop" in out) == (mode == "frozen")
 
 
+@pytest.mark.slow
 def test_enhance_adapt_measure() -> None:
     """enhance_adapt: both files of one picture scored, and a table row of their differences."""
     from semcodec.encoder import adapt

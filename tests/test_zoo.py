@@ -166,6 +166,7 @@ def test_unknown_model_is_a_model_error() -> None:
         zoo.load_bundle("no-such-model")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(registry.REGISTRY))
 def test_every_registered_bundle_loads_with_the_networks_its_file_records(name: str) -> None:
     """The registry names each shipped file explicitly; the networks come from the file's spec."""
@@ -185,6 +186,7 @@ def test_shipped_files_are_all_registered() -> None:
     assert {p.name for p in registry.weights_dir().glob("*.pt")} <= named
 
 
+@pytest.mark.slow
 def test_perceptual_codes_the_base_layer_in_its_source_releases_bytes() -> None:
     """`perceptual` is `default-04618992` with another generator: the same compact table as
     that release's installed parts, so its map and compact payloads decode as that release's
