@@ -81,8 +81,9 @@ def _round_div(num: torch.Tensor, den: int) -> torch.Tensor:
 
 
 @dataclass
-class IntConv:
-    """One integer convolution: out = round((sum w*q + b) * 2**-shift[c]) (before clamping)."""
+class TorchIntConv:
+    """ops.IntConv on torch's fp32 convolutions: out = round((sum w*q + b) * 2**-shift[c])
+    (before clamping), the same integers."""
 
     weight: torch.Tensor  # int32 (out, in, k, k)
     bias: torch.Tensor  # int32 (out,)
@@ -121,7 +122,8 @@ class FixedGenerator:
         self.meta = {k: int(v) for k, v in zip(_META, state["meta"].tolist(), strict=True)}
         n = self.meta["blocks"]
         self.convs = [
-            IntConv(state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"]) for i in range(2 * n + 2)
+            TorchIntConv(state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"])
+            for i in range(2 * n + 2)
         ]
         self.qshift = state["qshift"].to(torch.int64)  # per block input and the last conv
         self.state = state
@@ -178,12 +180,12 @@ class FixedGenerator:
         return q.round_().clamp_(-self.meta["input_max"], self.meta["input_max"])
 
 
-def _grouped_first(conv: IntConv, base: int, classes: int, s: int) -> IntConv:
+def _grouped_first(conv: TorchIntConv, base: int, classes: int, s: int) -> TorchIntConv:
     """Conv 0 with the s*s identical one-hot copies' weights summed: the same integer sums."""
     w = conv.weight.to(torch.int64)
     nb = base * s * s
     oh = w[:, nb:].reshape(w.shape[0], classes, s * s, *w.shape[2:]).sum(2)
-    return IntConv(torch.cat([w[:, :nb], oh], 1).to(torch.int32), conv.bias, conv.shift)
+    return TorchIntConv(torch.cat([w[:, :nb], oh], 1).to(torch.int32), conv.bias, conv.shift)
 
 
 def _to_pixels(u: torch.Tensor, detail: torch.Tensor, levels: int) -> torch.Tensor:

@@ -141,10 +141,10 @@ def has_integer_layout(gen: Generator) -> bool:
 # ----- its integer form (at export, or at load for random test bundles): intgrid/generator_torch.py
 def _int_weights(
     w: np.ndarray, b: np.ndarray, in_scale: np.ndarray, in_max: np.ndarray, e_out: int
-) -> fixed.IntConv:
-    """intops.quantise as a torch IntConv: the finest per-channel grid within the 2**24 bound."""
+) -> fixed.TorchIntConv:
+    """intops.quantise as a TorchIntConv: the finest per-channel grid within the 2**24 bound."""
     q = intops.quantise(w, b, in_scale, in_max, e_out)
-    return fixed.IntConv(
+    return fixed.TorchIntConv(
         torch.from_numpy(q.weight), torch.from_numpy(q.bias), torch.from_numpy(q.shift)
     )
 
