@@ -9,7 +9,7 @@ STAMP := $(VENV)/.semcodec-installed
 KODAK ?= ../shared/data/kodak
 BSDS ?= ../shared/data/bsds500-test
 
-.PHONY: all venv bench-deps demo test lint bench bench-bsds bench-speed bench-large fuzz clean
+.PHONY: all venv bench-deps demo test test-fast lint bench bench-bsds bench-speed bench-large fuzz clean
 
 all: test
 
@@ -31,8 +31,13 @@ bench-deps: venv
 demo: venv
 	$(BIN)/python -m semcodec.demo
 
-test: venv
-	$(BIN)/python -m pytest -q tests
+# The whole suite, its 15 slowest tests, and the linter (what .ci/run runs).
+test: venv lint
+	$(BIN)/python -m pytest -q --durations=15 tests
+
+# The quick tier for every change: no test marked slow or subprocess (pyproject.toml).
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not slow and not subprocess" tests
 
 lint: venv
 	$(BIN)/ruff check src tests tools

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing.process
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -32,3 +37,43 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Print the lines tests added with ``summary_line``."""
     for line in config.stash.get(_SUMMARY_LINES, []):
         terminalreporter.write_line(line)
+
+
+def _starts_python(args: object) -> bool:
+    """Whether a command line runs Python (this interpreter, another one, or semcodec)."""
+    first = args if isinstance(args, (str, bytes, os.PathLike)) else next(iter(args), "")
+    program = (
+        os.fsdecode(first).split()[0] if isinstance(first, (str, bytes)) else os.fsdecode(first)
+    )
+    name = os.path.basename(program)
+    return os.path.realpath(program) == os.path.realpath(sys.executable) or (
+        name.startswith("python") or name == "semcodec"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _children_only_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A test that starts Python children (a subprocess, a worker pool, a cluster) is marked
+    ``subprocess``, so ``make test-fast``, which leaves those out, never pays their start-up:
+    an unmarked test that starts one errors at its teardown (the test itself runs as is)."""
+    if request.node.get_closest_marker("subprocess"):
+        yield
+        return
+    started: list[str] = []
+    popen_init = subprocess.Popen.__init__
+    process_start = multiprocessing.process.BaseProcess.start
+
+    def popen(self, args, *rest, **kwargs):
+        if _starts_python(args):
+            started.append(f"a Python child ({args!r:.80})")
+        return popen_init(self, args, *rest, **kwargs)
+
+    def start(self) -> None:
+        started.append(f"a worker process ({type(self).__name__})")
+        return process_start(self)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    yield
+    if started:
+        pytest.fail(f"{request.node.nodeid} starts {started[0]}: mark it @pytest.mark.subprocess")

@@ -46,6 +46,7 @@ def _real_package():
         )
 
 
+@pytest.mark.subprocess
 def test_package_import_registers_plugin_without_torch():
     """`import semcodec` must register the plugin, and must not import torch for that."""
     code = "import sys, semcodec; from PIL import Image; "

@@ -180,6 +180,7 @@ def test_psnr() -> None:
         psnr(a, b[:4])
 
 
+@pytest.mark.slow
 def test_ms_ssim_small_image_uses_fewer_scales() -> None:
     assert msssim_scales(512, 768) == 5
     assert msssim_scales(161, 400) == 5 and msssim_scales(160, 400) == 4
@@ -193,6 +194,7 @@ def test_ms_ssim_small_image_uses_fewer_scales() -> None:
         ms_ssim(img[:10, :10], img[:10, :10])
 
 
+@pytest.mark.slow
 def test_ms_ssim_own_loop_matches_library_at_five_scales() -> None:
     """The loop that serves fewer scales (and the training loss) is the library's at five."""
     a = _test_image(3)
@@ -346,6 +348,7 @@ def test_end_to_end_json_schema(tiny_run: dict, tmp_path: Path) -> None:
         assert f'"{key}"' in doc, key
 
 
+@pytest.mark.slow
 def test_end_to_end_outputs(tiny_run: dict, tmp_path: Path) -> None:
     table = rd.format_table(tiny_run)
     assert "BD-rate vs jpeg" in table and "webp" in table
@@ -490,6 +493,7 @@ def test_run_benchmark_records_semcodec_layers(tmp_path: Path) -> None:
     assert "map_bytes" in head and len(rows) == 3
 
 
+@pytest.mark.slow
 def test_markdown_and_report_cli(tiny_run: dict, tmp_path: Path) -> None:
     md = rd.format_markdown(tiny_run)
     assert "| jpeg |" in md and "anchor" in md and "| webp | 20 |" in md

@@ -69,6 +69,7 @@ def _check_run(run: dict, images: Path) -> None:
     assert mean["semcodec"]["max_abs_shift"] == pytest.approx(np.abs(shifts).max())
 
 
+@pytest.mark.slow
 def test_matched_cli_base_layer_two_models(images: Path, tmp_path: Path) -> None:
     if make_adapter("semcodec-base", model="tiny").unavailable_reason():
         pytest.skip("tiny model unavailable")
@@ -99,6 +100,7 @@ def test_matched_cli_base_layer_two_models(images: Path, tmp_path: Path) -> None
         assert all(r["against"]["ssimulacra2"] is not None for r in data["runs"][0]["records"])
 
 
+@pytest.mark.slow
 def test_matched_with_a_residual(images: Path) -> None:
     if make_adapter("semcodec", model="tiny").unavailable_reason():
         pytest.skip("tiny model unavailable")

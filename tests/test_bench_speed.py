@@ -26,6 +26,8 @@ def _image(d: Path, w: int = 48, h: int = 40) -> Path:
     return d / "gen.png"
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
     _image(tmp_path / "imgs")
     out = tmp_path / "speed.json"
@@ -164,6 +166,8 @@ def test_stage_medians_and_busy_warning() -> None:
     assert speed.main(["--images", "."]) == 2  # the module runs child processes only
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_startup_times_whole_commands_and_reports_them() -> None:
     """Start-up: the commands a shell user runs on one 64x64 file, each in a fresh process."""
     st = startup.measure_startup("tiny", threads=1, repeats=1)
@@ -185,6 +189,8 @@ def test_startup_times_whole_commands_and_reports_them() -> None:
     assert "start-up: whole commands on a 64x64 PNG" in table and "decode --layer map" in table
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_batch_throughput_of_whole_commands(tmp_path: Path) -> None:
     """-j 1 and -j 2 over the same images: images per second of each whole command, and the
     speed-up over -j 1 in the table."""
@@ -206,6 +212,7 @@ def test_batch_throughput_of_whole_commands(tmp_path: Path) -> None:
     assert "-j 2" in table and "speed-up" in table
 
 
+@pytest.mark.subprocess
 def test_the_parent_imports_neither_torch_nor_numpy() -> None:
     """A heavy parent's RSS carries into every child's ru_maxrss: the parent side stays light."""
     code = (

@@ -52,7 +52,8 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
 
 def release() -> parts.DecoderParts:
     """A shipped release with both integer networks."""
-    return next(r for r in parts.installed_releases() if r.enhancer is not None)
+    shipped = (parts.find_parts(m["hash"]) for m in parts.installed_release_meta())
+    return next(r for r in shipped if r is not None and r.enhancer is not None)
 
 
 def test_enhancer_bands_run_blas_on_one_thread(host_blas: None, seen: list) -> None:
@@ -108,6 +109,7 @@ def test_overlapping_holders_keep_one_thread_until_the_last_leaves(host_blas: No
     assert blas.GUARD.holders == 0
 
 
+@pytest.mark.subprocess
 def test_a_forked_child_starts_with_a_free_guard(host_blas: None) -> None:
     """A fork while a thread holds the guard: the child can still enter and leave."""
     import multiprocessing

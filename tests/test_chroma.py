@@ -7,13 +7,13 @@ import pytest
 from click.testing import CliRunner
 
 from semcodec.cli import cli
+from semcodec.decoder.info import file_info
 from semcodec.encoder import enhance, gating
 from semcodec.encoder.codec import Codec
 from semcodec.encoder.options import EncodeOptions
 from semcodec.format import container
 from semcodec.format.container import LayerKind
 from semcodec.format.gating import NONE
-from semcodec.format.info import file_info
 from semcodec.format.residual import get_backend
 from semcodec.format.residual_avif import chroma_layout
 
@@ -43,6 +43,7 @@ def test_options_refuse_unknown_chroma_and_other_coders() -> None:
         EncodeOptions(chroma="420", residual="native")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("effort", [3, 5, gating.LAYOUT_EFFORT])
 def test_420_codes_the_residual_in_420_at_every_effort(effort: int) -> None:
     """Below VERIFY_EFFORT one candidate, up to LAYOUT_EFFORT two, from it the layouts too:
@@ -137,6 +138,7 @@ def test_cli_chroma_and_info(tmp_path) -> None:
     assert "needs the avif residual" in r.output
 
 
+@pytest.mark.slow
 def test_enhance_data_maker_decodes_420(tmp_path) -> None:
     """The training pairs of the data maker come from files coded in the chroma asked for."""
     from PIL import Image

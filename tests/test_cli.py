@@ -120,6 +120,7 @@ def test_round_trip_default_naming_and_layers(work: Path):
     assert np.abs(base - pixels("a.png")).mean() > np.abs(full - pixels("a.png")).mean()
 
 
+@pytest.mark.slow
 def test_refine_steps_write_a_standard_file_with_a_better_base(work: Path):
     """--refine-steps changes only the encoder: the file decodes with the plain decoder."""
     assert run("encode", "a.png", "-q", "0", "-o", "plain.sem", *TINY).exit_code == 0
@@ -187,6 +188,7 @@ def test_batch_with_bad_file(work: Path):
     assert len(r.stdout.splitlines()) == 2
 
 
+@pytest.mark.subprocess
 def test_jobs_gives_identical_files(work: Path):
     for d in ("seq", "par"):
         (work / d).mkdir()
@@ -363,7 +365,7 @@ def test_info_json(work: Path):
 
 def test_info_says_when_no_tile_uses_the_learned_base(work: Path):
     """A file whose residual codes the image itself says so, and what --layer base gives."""
-    from semcodec.format.info import holds_text
+    from semcodec.decoder.info import holds_text
 
     d = {"layers": {"semantic_map": {}, "residual": {}}, "learned_base": 0.0}
     assert holds_text(d).startswith("the map and a residual that codes the image itself; no tile")
@@ -376,6 +378,7 @@ def test_info_says_when_no_tile_uses_the_learned_base(work: Path):
     assert "  holds      the base layer alone" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_target_size_real(work: Path):
     sizes = {}
     for q in (0, 100):
@@ -590,6 +593,8 @@ def _cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "semcodec.cli", *args]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_subprocess_pipe_and_exit_codes(work: Path):
     enc = subprocess.Popen(
         _cmd("encode", "-", "-o", "-", "-q", "95", *TINY),
@@ -641,6 +646,8 @@ def _feed(pipe, data: bytes, chunk: int = 1000) -> None:
         pipe.close()
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_real_pipes_in_chunks(work: Path):
     """encode | decode with both ends real pipes: stdin arrives in chunks, stdout is a pipe."""
     png = (work / "a.png").read_bytes()
@@ -677,6 +684,7 @@ def test_real_pipes_in_chunks(work: Path):
     assert np.abs(pixels(img) - pixels(work / "a.png")).mean() < 3
 
 
+@pytest.mark.slow
 def test_target_size_with_the_default_avif_residual(tmp_path: Path, monkeypatch):
     """--target-size without --residual (AVIF): a photo, three targets, never over."""
     monkeypatch.chdir(tmp_path)
@@ -716,6 +724,8 @@ semcodec.cli.main(sys.argv[2:])
 """
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_while_writing_removes_the_temporary_file(work: Path, sig: signal.Signals):
     """SIGTERM, like Ctrl-C, arriving while an output is written: no output, no temporary

@@ -72,6 +72,8 @@ def _workers(pid: int) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_killed_cluster_worker_loses_and_duplicates_nothing(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     names = _write_images(tmp_path)

@@ -124,16 +124,18 @@ def test_every_shipped_model_has_conformance_files_of_its_weights():
         assert sorted(p.name for p in d.glob("*.sem")) == sorted(record["files"])
 
 
+@pytest.mark.slow
 def test_every_release_with_files_keeps_its_decoder_parts_installed():
     """Files written by any release decode after newer releases ship: its parts stay."""
-    from semcodec.decoder.parts import find_parts, installed_releases
+    from semcodec.decoder.parts import find_parts, installed_release_meta
 
     for record in RECORDS.values():
         parts = find_parts(record["model_hash"])
         assert parts is not None, f"decoder parts of {record['model']} {record['model_hash']}"
         assert parts.name == record["model"] and parts.generator is not None
         assert parts.released, "an installed release has a date"
-    assert {p.hash for p in installed_releases()} >= {r["model_hash"] for r in RECORDS.values()}
+    installed = {m["hash"] for m in installed_release_meta()}
+    assert installed >= {r["model_hash"] for r in RECORDS.values()}
 
 
 def test_installed_parts_equal_the_shipped_bundles_they_came_from():
@@ -163,6 +165,7 @@ def test_installed_parts_equal_the_shipped_bundles_they_came_from():
             assert np.array_equal(installed.enhancer[k], v), k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["numpy", "torch"])
 def test_conformance_files_decode_to_their_hashes_in_this_process(kernel):
     """Both generator kernels, numpy's (the CLI without torch) and torch's, give the pixels."""
@@ -189,6 +192,7 @@ def test_conformance_files_decode_to_their_hashes_in_this_process(kernel):
             assert pixel_hash(dec.decode(data, layer="base").image) == want["base"], name
 
 
+@pytest.mark.slow
 def test_codec_decodes_its_own_models_conformance_files():
     """The encoder-side Codec's decode (the bench and API path) agrees with the record."""
     sys.path.insert(0, str(HERE))
@@ -221,6 +225,8 @@ def test_the_isa_runs_decode_the_default_releases_large_file():
     assert len(one) == sum((d / LARGE[0]).exists() for d in FOLDERS) > 1
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize(("threads", "env"), RUNS, ids=lambda v: str(v))
 def test_conformance_files_decode_identically_on_every_isa_and_thread_count(threads, env, tmp_path):
     leave_out = large_files_left_out(threads)

@@ -280,6 +280,7 @@ def test_pack_rejects_invalid_input() -> None:
         pack(HEADER, {**LAYERS, 9: b""})  # type: ignore[dict-item]
 
 
+@pytest.mark.slow
 def test_mutation_fuzz() -> None:
     """Every single-byte change (all 255 other values at every position) and every truncation
     of a small RGBA file is caught: CRCs cover every byte of the file."""

@@ -73,6 +73,7 @@ def files(folder: Path) -> dict[str, bytes]:
 
 
 # ----- --skip-existing ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_skip_existing_checks_every_output_and_resumes(work: Path):
     names = _images(work, ["a.png", "b.png", "c.png", "d.png", "e.png"])
     assert run("encode", *names, "-d", "out", *TINY).exit_code == 0
@@ -275,6 +276,8 @@ def _encode_process(names: list[str], *extra: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_interrupted_batch_resumes_byte_for_byte(work: Path, dataset, sig: signal.Signals):
     names, reference = dataset
@@ -302,6 +305,8 @@ def test_interrupted_batch_resumes_byte_for_byte(work: Path, dataset, sig: signa
     assert (summary["skipped"], summary["ok"]) == (len(partial), N_FILES - len(partial))
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_killed_pool_worker_loses_and_duplicates_nothing(work: Path, dataset):
     names, reference = dataset
     proc = _encode_process(names, "-j", "2", "--report", "rep.jsonl")

@@ -44,6 +44,7 @@ def _shifted_pixels(n: int = 20000, shift: float = 1.5, seed: int = 0) -> PixelS
     return PixelScores(scores, truth, torch.arange(n) // (n // 10))
 
 
+@pytest.mark.slow
 def test_the_fit_finds_the_shift_and_pays_on_the_other_half() -> None:
     px = _shifted_pixels()
     # the halves are two stretches of the frames, not alternate frames
@@ -88,6 +89,7 @@ def test_offsets_are_parsed_by_class_name() -> None:
             parse_class_bias(bad)
 
 
+@pytest.mark.slow
 def test_a_bundle_carries_its_offsets_into_the_map(tmp_path) -> None:
     """attach records the offsets; the loaded bundle's map follows them; a new map network
     drops the offsets fitted to the old one."""
@@ -198,6 +200,7 @@ def save_bundle_with(folder, src, info):
     return save_bundle(folder, src.spec, src.seg, src.comp, src.gen, src.compact_table, info)
 
 
+@pytest.mark.slow
 def test_the_fit_in_chunks_is_the_fit_at_once(monkeypatch) -> None:
     """The fit's chunked passes (memory on a whole val set) change no offset and no score."""
     from semcodec.train import decision

@@ -167,6 +167,8 @@ def _tag(threads: int, isa: dict) -> str:
     return f"t{threads}-{isa.get('ONEDNN_MAX_CPU_ISA', 'inherited')}"
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_same_bytes_and_layers_across_processes_and_thread_counts(tmp_path: Path):
     h = _helpers()
     _inputs(tmp_path)

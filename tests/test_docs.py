@@ -295,6 +295,7 @@ def test_a_pipe_joins_commands_not_alternatives() -> None:
     assert not found, "\n".join(found)
 
 
+@pytest.mark.slow
 def test_the_readme_quick_commands_keep_the_original(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -317,6 +318,8 @@ def test_the_readme_quick_commands_keep_the_original(
     monkeypatch.chdir(tmp_path)
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_the_docs_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary_line: Callable[[str], None]
 ) -> None:

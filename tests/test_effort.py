@@ -30,6 +30,7 @@ def test_effort_maps_to_libaom_speed():
         EncodeOptions(effort=0)
 
 
+@pytest.mark.slow
 def test_effort_changes_the_avif_residual_not_the_decoder():
     img = _image()
     codec = Codec("tiny")
@@ -44,6 +45,7 @@ def test_effort_changes_the_avif_residual_not_the_decoder():
         assert out.shape == img.shape and np.abs(out - img).mean() < 0.7 * base_err.mean()
 
 
+@pytest.mark.slow
 def test_native_residual_ignores_effort():
     img = _image()
     codec = Codec("tiny")
@@ -51,6 +53,7 @@ def test_native_residual_ignores_effort():
     assert fast == codec.encode(img, quality=60, residual="native", effort=9)
 
 
+@pytest.mark.slow
 def test_cli_effort(tmp_path):
     from PIL import Image
 

@@ -11,9 +11,9 @@ from semcodec.encoder.enhance import choose, fit_class, pays
 from semcodec.errors import CorruptData
 from semcodec.format import container
 from semcodec.format.container import LayerKind
-from semcodec.format.enhance import decode_adjust, encode_adjust
+from semcodec.format.enhance import GAIN_ONE, Adjust, decode_adjust, encode_adjust
 from semcodec.intgrid import enhancer as intenhance
-from semcodec.intgrid.enhancer import GAIN_ONE, Adjust, IntEnhancer, apply, neutral
+from semcodec.intgrid.enhancer import IntEnhancer, apply, neutral
 from semcodec.models.enhance import ENHANCE_CONFIGS, EnhanceNet
 from semcodec.zoo import bundles as zoo
 from semcodec.zoo.bundles import random_enhancer
@@ -27,6 +27,7 @@ def _picture(h: int = 72, w: int = 88, seed: int = 0) -> np.ndarray:
     return np.clip(base + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ENHANCE_CONFIGS))
 def test_every_config_forward_backward(name: str) -> None:
     net = EnhanceNet(ENHANCE_CONFIGS[name])
@@ -231,6 +232,7 @@ def test_layer_needs_format_version_4() -> None:
     assert data[8] < 4  # files without the layer keep the older version
 
 
+@pytest.mark.slow
 def test_encoder_keeps_the_layer_only_where_it_pays() -> None:
     """The encoder's file is the plain file, or the plain file plus a layer of lower cost."""
     codec = Codec("tiny-enh")
@@ -283,7 +285,7 @@ def test_integer_generators_read_unknown_as_the_float_one_does() -> None:
 def test_unknown_map_round_trip_and_info() -> None:
     """A release whose map has UNKNOWN: the map layer, decode_map and info carry it."""
     import semcodec
-    from semcodec.format.info import file_info
+    from semcodec.decoder.info import file_info
 
     codec = Codec("tiny-enh")
     assert codec.bundle.map_symbols == 12

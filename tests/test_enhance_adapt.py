@@ -15,8 +15,8 @@ from semcodec.encoder.options import EncodeOptions
 from semcodec.errors import CorruptData
 from semcodec.format import container
 from semcodec.format.container import LayerKind
-from semcodec.format.enhance import decode_adjust, encode_adjust
-from semcodec.intgrid.enhancer import UPDATE_LIMIT, Adjust, Update, neutral
+from semcodec.format.enhance import UPDATE_LIMIT, Adjust, Update, decode_adjust, encode_adjust
+from semcodec.intgrid.enhancer import neutral
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 WIDTH = 8  # the tiny-enh network's first layer
@@ -116,7 +116,7 @@ def test_malformed_update_block(data: bytes) -> None:
 
 def test_layer_with_update_reads_without_the_network() -> None:
     """The layer records the rows' width: `semcodec info` reads it without a model."""
-    from semcodec.format.info import _enhance_info
+    from semcodec.decoder.info import _enhance_info
 
     data = encode_adjust(_adjust(_update()))
     assert np.array_equal(decode_adjust(data, 11, 50, 70).update.rows, _update().rows)
@@ -157,6 +157,7 @@ def test_update_beyond_the_accumulator_budget_is_corrupt() -> None:
         codec.decode(_with_layer(_tiny_file(), adj))
 
 
+@pytest.mark.slow
 def test_adapted_file_decodes_to_the_encoders_picture() -> None:
     """The encoder's fitted update, checked with the integer network, is what decoders show."""
     codec = Codec("tiny-enh")
@@ -177,6 +178,7 @@ def test_adapted_file_decodes_to_the_encoders_picture() -> None:
     assert np.array_equal(np.asarray(semcodec.decode(file)), fitted.picture)
 
 
+@pytest.mark.slow
 def test_encoder_writes_the_update_where_it_pays() -> None:
     """A picture the network with other rows would restore: the file carries the update, and
     decoders show the encoder's picture."""
@@ -201,6 +203,7 @@ def test_encoder_writes_the_update_where_it_pays() -> None:
     assert np.array_equal(np.asarray(semcodec.decode(out)), np.asarray(codec.decode(out).image))
 
 
+@pytest.mark.slow
 def test_update_that_does_not_pay_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small files: the update costs more bytes than it saves, so -e 9 writes the closed form."""
     codec = Codec("tiny-enh")
@@ -237,6 +240,7 @@ def test_rounded_fit_stays_within_the_exact_range() -> None:
         assert (lo <= 0).all() and (hi >= 0).all()  # the table as trained is inside
 
 
+@pytest.mark.slow
 def test_fit_is_the_same_with_any_number_of_torch_threads() -> None:
     """The encoder writes the same bytes with 1 or more threads: the gradient fit runs on one."""
     codec = Codec("default")  # the tiny network's sums are too small to be split

@@ -103,6 +103,7 @@ def test_counted_table_codes_its_data_in_fewer_bits() -> None:
     assert abs(coded - table_bits(held, t3)) < 0.02 * coded + 64 * len(held)
 
 
+@pytest.mark.slow
 def test_refit_bundle_keeps_the_networks_and_changes_only_the_compact_layer(tmp_path) -> None:
     from semcodec.encoder.codec import Codec
     from semcodec.format.container import LayerKind, unpack

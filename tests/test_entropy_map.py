@@ -124,6 +124,7 @@ def _mutated_streams(rng: np.random.Generator, shape: tuple[int, int], classes: 
         yield lab, bytes(data)
 
 
+@pytest.mark.slow
 def test_random_bytes_raise_or_stay_in_range() -> None:
     rng = np.random.default_rng(7)
     for _ in range(100):  # pure random bytes fail the header checks
@@ -144,6 +145,7 @@ def test_random_bytes_raise_or_stay_in_range() -> None:
     assert decoded >= 20, f"only {decoded} of 1000 mutated streams decoded"
 
 
+@pytest.mark.slow
 def test_garbage_words_never_out_of_range() -> None:
     """Decoded garbage only ever contains the classes of the payload's class mask."""
     rng = np.random.default_rng(8)

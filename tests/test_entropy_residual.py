@@ -95,6 +95,7 @@ def test_deterministic(name: str) -> None:
     assert b.encode(r, 55) == b.encode(r.copy(), 55)
 
 
+@pytest.mark.slow
 def test_native_error_bounded_by_step() -> None:
     b = get_backend("native")
     r = _residual(32, 40, seed=5, amp=30)
@@ -222,6 +223,7 @@ def test_random_bytes_raise(name: str) -> None:
             b.decode(junk, 16, 16)
 
 
+@pytest.mark.slow
 def test_native_garbage_after_valid_header_never_crashes() -> None:
     """Valid streams with one word byte changed and a random (often huge) quantiser step:
     what still decodes stays in the residual's range."""

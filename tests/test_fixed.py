@@ -18,7 +18,14 @@ from semcodec.encoder.codec import Codec
 from semcodec.errors import ModelError
 from semcodec.intgrid import generator_torch as fixed
 from semcodec.models.compnet import dequantize
-from semcodec.models.generator import GENERATOR_CONFIGS, Generator, upsample_base
+from semcodec.models.generator import (
+    GENERATOR_CONFIGS,
+    Generator,
+    has_integer_layout,
+    synthetic_calibration,
+    to_integer,
+    upsample_base,
+)
 from semcodec.zoo import bundles as zoo
 from semcodec.zoo import registry
 
@@ -68,7 +75,7 @@ def test_round_div_is_half_to_even():
 def test_every_accumulator_is_an_exact_integer():
     """Each conv of the integer generator equals the same sum in float64 (exact at this size)."""
     gen = _generator()
-    fg = fixed.from_float(gen, 16, fixed.synthetic_calibration(3, 16, 11, n=2, side=16))
+    fg = to_integer(gen, 16, synthetic_calibration(3, 16, 11, n=2, side=16))
     fg.check()
     for conv in fg.convs[1:3]:
         lim = 511
@@ -82,11 +89,12 @@ def test_every_accumulator_is_an_exact_integer():
         assert got.abs().max() > 1e3  # a real test: large sums
 
 
+@pytest.mark.slow
 def test_integer_generator_is_close_to_the_float_one():
     """The integer grids cost under a hundredth of a grey level on average (PSNR > 45 dB)."""
     gen = _generator()
-    cal = fixed.synthetic_calibration(3, 16, 11, seed=3, n=3, side=24)
-    fg = fixed.from_float(gen, 16, cal)
+    cal = synthetic_calibration(3, 16, 11, seed=3, n=3, side=24)
+    fg = to_integer(gen, 16, cal)
     sym, lab = _inputs(5, 12, 16)
     with torch.no_grad():
         v, _ = gen(dequantize(sym, 16), lab, (96, 128))
@@ -103,7 +111,7 @@ def test_a_table_over_the_exact_range_is_refused(tmp_path):
     """A stored table whose sums could pass 2**24 is refused before it makes any pixel: when
     the bundle first needs its generator (a network is built on first use)."""
     gen = _generator("tiny")
-    fg = fixed.from_float(gen, 8, fixed.synthetic_calibration(3, 8, 11, n=1, side=16))
+    fg = to_integer(gen, 8, synthetic_calibration(3, 8, 11, n=1, side=16))
     state = dict(fg.state)
     state["c1.w"] = state["c1.w"].clone()
     state["c1.w"][0, 0, 0, 0] = 1 << 20
@@ -145,10 +153,12 @@ RUNS = [  # threads, environment, convolution backend
 ]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_same_pixels_on_every_isa_thread_count_and_backend(tmp_path):
     """The integer generator's output is one hash under every run of RUNS (fresh processes)."""
     gen = _generator("default", seed=4)
-    fg = fixed.from_float(gen, 16, fixed.synthetic_calibration(3, 16, 11, seed=1, n=2, side=32))
+    fg = to_integer(gen, 16, synthetic_calibration(3, 16, 11, seed=1, n=2, side=32))
     torch.save(fg.state, tmp_path / "state.pt")
     sym, lab = _inputs(9, 24, 20)
     torch.save({"symbols": sym, "labels": lab}, tmp_path / "inputs.pt")
@@ -169,6 +179,7 @@ def test_same_pixels_on_every_isa_thread_count_and_backend(tmp_path):
     assert hashes == {hashlib.sha256(here.numpy().tobytes()).hexdigest()}
 
 
+@pytest.mark.slow
 def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     """The paper's global generator has no integer twin: the codec runs it in float, pinned."""
     from semcodec.encoder.codec import Codec
@@ -178,13 +189,13 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     )
     try:
         codec = Codec("paper-gen")
-        assert codec.bundle.fixed is None and not fixed.supports(codec.bundle.gen)
+        assert codec.bundle.fixed is None and not has_integer_layout(codec.bundle.gen)
         img = np.random.default_rng(0).integers(0, 256, (40, 48, 3), dtype=np.uint8)
         data = codec.encode(img, quality=0, residual="native")
         a = codec.decode(data).image
         assert a.size == (48, 40) and a.tobytes() == codec.decode(data).image.tobytes()
         tiny = zoo.load_bundle("tiny")
-        assert tiny.fixed is not None and fixed.supports(tiny.gen)
+        assert tiny.fixed is not None and has_integer_layout(tiny.gen)
     finally:
         registry.REGISTRY.pop("paper-gen", None)
         zoo._CACHE.pop("paper-gen", None)
@@ -232,12 +243,13 @@ def test_fix_generator_command_writes_a_calibrated_bundle(tmp_path):
     assert new.info["integer_generator"]["act_max"] == 511
 
 
+@pytest.mark.slow
 def test_integer_generator_reads_extra_compact_channels():
     """A generator with 5 channels beside the thumbnail: conv 0 reads all 8, the pixels add the
     enhancement to the first three only, and the integer grid stays close to the float net."""
     gen = _generator("c8")
-    cal = fixed.synthetic_calibration(8, 16, 11, seed=3, n=3, side=24)
-    fg = fixed.from_float(gen, 16, cal)
+    cal = synthetic_calibration(8, 16, 11, seed=3, n=3, side=24)
+    fg = to_integer(gen, 16, cal)
     assert fg.channels == 8
     g = torch.Generator().manual_seed(9)
     sym = torch.randint(0, 16, (1, 8, 12, 16), generator=g)

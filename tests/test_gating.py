@@ -183,7 +183,7 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
         mse = float(np.mean((avif.decode(alone, *rgb.shape[:2]) + 128.0 - rgb) ** 2))
         costs[alone] = gating.rd_cost(8.0 * len(alone), mse, 60)
     assert len(costs) == 2 and layouts[LayerKind.RESIDUAL] == min(costs, key=costs.get)
-    from semcodec.format.info import file_info
+    from semcodec.decoder.info import file_info
 
     assert file_info(data)["residual_chroma"] == "4:4:4"
     fast = codec.encode(rgb, none_only, effort=gating.VERIFY_EFFORT - 1)

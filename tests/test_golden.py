@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from semcodec.models.compnet import COMPNET_CONFIGS, CompNet
-from semcodec.models.generator import GENERATOR_CONFIGS, Generator
+from semcodec.models.generator import GENERATOR_CONFIGS, Generator, to_integer
 from semcodec.models.segmentation import SEG_CONFIGS, SegNet
 
 GOLDEN = {
@@ -39,6 +39,7 @@ def _outputs() -> dict[str, torch.Tensor]:
     return {"seg": s, "comp": t, "gen": out}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_tiny_outputs_match_golden_values(name: str) -> None:
     shape, total, mean_abs = GOLDEN[name]
@@ -59,7 +60,6 @@ GOLDEN_INTEGER_SHA256 = "89abcf59346b49dcfe68217a4ca290d1fef7e0533376f5a821c8587
 
 
 def _default_outputs() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    from semcodec.intgrid import generator_torch as fixed
     from semcodec.models.compnet import quantize
 
     torch.manual_seed(4321)
@@ -90,13 +90,14 @@ def _default_outputs() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     with torch.no_grad():
         for p in gen.parameters():
             p.copy_(torch.randint(-24, 25, p.shape, generator=g).float() / 1024)
-    fg = fixed.from_float(gen, 16, cal)
+    fg = to_integer(gen, 16, cal)
     del sym
     sym = torch.randint(0, 16, (1, 3, 8, 12), generator=g)
     lab = torch.randint(0, 11, (1, 8, 12), generator=g)
     return {"seg": s, "comp": t, "gen": out}, fg.forward(sym, lab)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GOLDEN_DEFAULT))
 def test_default_configuration_outputs_match_golden_values(name: str) -> None:
     shape, total, mean_abs = GOLDEN_DEFAULT[name]
@@ -106,6 +107,7 @@ def test_default_configuration_outputs_match_golden_values(name: str) -> None:
     assert v.abs().mean().item() == pytest.approx(mean_abs, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_default_integer_generator_is_bit_exact_golden() -> None:
     """The integer generator's pixels are exact: one SHA-256, on every CPU."""
     import hashlib

@@ -16,7 +16,7 @@ from PIL import Image
 
 from semcodec.errors import SemcodecError, UnsupportedInput
 from semcodec.format.container import Limits
-from semcodec.imageio import OutputExists, atomic_write_bytes, load_image, save_image
+from semcodec.imageio import OutputExists, atomic_write_bytes, load_image
 
 
 def rand_rgb(h: int, w: int, seed: int = 0) -> np.ndarray:
@@ -357,39 +357,36 @@ def listing(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
-def test_save_image_round_trip(tmp_path: Path) -> None:
-    pixels = rand_rgb(5, 7)
-    path = tmp_path / "out.png"
-    save_image(Image.fromarray(pixels), path)
-    np.testing.assert_array_equal(np.asarray(Image.open(path)), pixels)
-    assert listing(tmp_path) == ["out.png"]
+def test_atomic_write_round_trip(tmp_path: Path) -> None:
+    """The bytes arrive whole, with the umask's permissions; no clobbering unless forced."""
+    path = tmp_path / "out.bin"
+    atomic_write_bytes(path, b"first", force=False)
+    assert path.read_bytes() == b"first" and listing(tmp_path) == ["out.bin"]
     umask = os.umask(0)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask
-    save_image(Image.fromarray(pixels), tmp_path / "explicit.bin", format="PNG")
-    assert Image.open(tmp_path / "explicit.bin").format == "PNG"
-    with pytest.raises(SemcodecError, match="unknown image format"):
-        save_image(Image.fromarray(pixels), tmp_path / "out.unknownext")
     with pytest.raises(OutputExists):
-        save_image(Image.fromarray(pixels), path, force=False)
+        atomic_write_bytes(path, b"second", force=False)
+    atomic_write_bytes(path, b"second", force=True)
+    assert path.read_bytes() == b"second" and listing(tmp_path) == ["out.bin"]
 
 
-def test_save_image_disk_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failing encoder (as on /dev/full) leaves neither partial output nor a temp file."""
+def test_atomic_write_disk_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that fails part-way (as on /dev/full) leaves neither partial output nor a temp
+    file, and the file it was to replace as it was."""
     path = tmp_path / "out.png"
     path.write_bytes(b"previous contents")
 
-    def failing_save(self: Image.Image, fp, format=None, **params) -> None:  # noqa: A002
-        fp.write(b"\x89PNG partial")
+    def failing_fsync(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(Image.Image, "save", failing_save)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
     with pytest.raises(SemcodecError) as info:
-        save_image(Image.new("RGB", (2, 2)), path)
+        atomic_write_bytes(path, b"\x89PNG partial", force=True)
     assert str(info.value) == f"cannot write {str(path)!r}: No space left on device"
     assert path.read_bytes() == b"previous contents"
     with pytest.raises(SemcodecError, match="No space left"):
-        save_image(Image.new("RGB", (2, 2)), tmp_path / "new.png")
+        atomic_write_bytes(tmp_path / "new.png", b"data", force=False)
     assert listing(tmp_path) == ["out.png"]
 
 
@@ -423,7 +420,7 @@ def test_write_into_missing_directory_or_directory(tmp_path: Path) -> None:
         atomic_write_bytes(target, b"data", force=False)
     assert str(info.value) == f"cannot write {str(target)!r}: No such file or directory"
     with pytest.raises(SemcodecError, match="No such file or directory"):
-        save_image(Image.new("RGB", (1, 1)), tmp_path / "missing" / "out.png")
+        atomic_write_bytes(tmp_path / "missing" / "out.png", b"data", force=True)
     with pytest.raises(SemcodecError, match="is a directory"):
         atomic_write_bytes(tmp_path, b"data", force=True)
     assert listing(tmp_path) == []
@@ -473,6 +470,8 @@ def _damaged_inputs(folder: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["tiff", "apng"])
 def test_damaged_inputs_give_one_line_on_the_real_stderr(tmp_path, kind):
     """C libraries write to file descriptor 2 directly: only a subprocess sees what a user sees."""

@@ -1,6 +1,8 @@
-"""Import contracts, read from the source (nothing is imported): the torch-free decoder names
-neither torch nor the encoder, the library never names the command line, the batch engine runs
-without click, and no modules import each other in a circle.
+"""Import contracts, read from the source (nothing is imported): the packages keep the order of
+docs/architecture.md's layout table (no package imports one in a row below it, no two packages
+import each other), the torch-free decoder names neither torch nor the encoder, the library never
+names the command line, the batch engine runs without click, and no modules import each other in
+a circle.
 
 Imports inside functions count as much as those at the top of a module: deferring an import
 hides a circle or a heavy dependency, it does not remove it. Only imports under
@@ -16,6 +18,7 @@ that does not contain the importing module (its own packages ran before it).
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "semcodec"
+ARCHITECTURE = SRC.parent / "docs" / "architecture.md"
 
 # What decodes a file without torch (`semcodec.decode`, `decode_map`, `decode` of the CLI on an
 # installed release), and everything they import. The entropy coders are added below.
@@ -182,22 +186,18 @@ def reached(
     return chains
 
 
-def circles() -> list[frozenset[str]]:
-    """The package's import circles: strongly connected groups of more than one module."""
-    g = graph()
-    edges = {
-        m: {t for i in imps if (t := _internal(i.target, g)) and t != m} for m, imps in g.items()
-    }
+def strongly_connected(edges: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The circles of a graph: its strongly connected groups of more than one node (Tarjan)."""
     order: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     found: list[frozenset[str]] = []
 
     def visit(v: str) -> None:
-        """Tarjan's step: number v, follow its imports, close a group at its root."""
+        """Tarjan's step: number v, follow its edges, close a group at its root."""
         order[v] = low[v] = len(order)
         stack.append(v)
-        for w in edges[v]:
+        for w in sorted(edges.get(v, ())):
             if w not in order:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -217,6 +217,90 @@ def circles() -> list[frozenset[str]]:
         if v not in order:
             visit(v)
     return found
+
+
+def circles() -> list[frozenset[str]]:
+    """The package's import circles: strongly connected groups of more than one module."""
+    g = graph()
+    return strongly_connected(
+        {m: {t for i in imps if (t := _internal(i.target, g)) and t != m} for m, imps in g.items()}
+    )
+
+
+# ----- packages: the rows of docs/architecture.md's layout table ---------------------------------
+
+
+def package_of(module: str) -> str:
+    """The unit a module belongs to in the layout table: its package under ``semcodec`` (or the
+    top-level module itself; ``semcodec`` for the package's own ``__init__``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def _unit(doc_name: str) -> str:
+    """A layout table name as a unit: ``format/`` -> semcodec.format, ``api.py`` -> semcodec.api,
+    ``semcodec/__init__.py`` -> semcodec."""
+    if doc_name == f"{PACKAGE}/__init__.py":
+        return PACKAGE
+    return f"{PACKAGE}.{doc_name.removesuffix('/').removesuffix('.py')}"
+
+
+def layer_rows(text: str) -> list[tuple[str, ...]]:
+    """The layout table's rows, lowest first: the units each row names in its first column."""
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return [
+        tuple(_unit(name) for name in re.findall(r"`([^`]+)`", line.split("|")[1]))
+        for line in section.splitlines()
+        if line.startswith("| `")
+    ]
+
+
+def package_edges(g: dict[str, tuple[Import, ...]]) -> dict[tuple[str, str], list[str]]:
+    """(importing unit, imported unit) -> each import that makes the edge, as a reader sees it."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, imps in g.items():
+        for imp in imps:
+            target = _internal(imp.target, g)
+            if target is None or package_of(target) == package_of(module):
+                continue
+            key = (package_of(module), package_of(target))
+            edges.setdefault(key, []).append(_describe((module,), imp))
+    return edges
+
+
+def table_mismatches(rows: list[tuple[str, ...]], units: Iterable[str]) -> list[str]:
+    """What the table and the source disagree on: units in neither or in two rows."""
+    named = [u for row in rows for u in row]
+    units = set(units)
+    return [
+        *(f"{u} is in no row of the table" for u in sorted(units - set(named))),
+        *(f"{u} is in the table but not in the source" for u in sorted(set(named) - units)),
+        *(f"{u} is in {named.count(u)} rows" for u in sorted(set(named)) if named.count(u) > 1),
+    ]
+
+
+def upward_imports(
+    rows: list[tuple[str, ...]], edges: dict[tuple[str, str], list[str]]
+) -> list[str]:
+    """Every import of a unit in a row below the importer's (lower rows may not know higher)."""
+    level = {unit: n for n, row in enumerate(rows) for unit in row}
+    return [
+        f"{src} (row {level[src] + 1}) imports {dst} (row {level[dst] + 1}): {how[0]}"
+        for (src, dst), how in sorted(edges.items())
+        if src in level and dst in level and level[dst] > level[src]
+    ]
+
+
+def package_circles(edges: dict[tuple[str, str], list[str]]) -> list[list[str]]:
+    """Packages that import each other, directly or not (within a row too), with one import of
+    each edge inside the circle."""
+    adjacency: dict[str, set[str]] = {}
+    for src, dst in edges:
+        adjacency.setdefault(src, set()).add(dst)
+    out = []
+    for group in strongly_connected(adjacency):
+        inside = sorted((s, d) for s, d in edges if s in group and d in group)
+        out.append([f"{s} -> {d}: {edges[(s, d)][0]}" for s, d in inside])
+    return out
 
 
 def decoder_modules() -> list[str]:
@@ -245,6 +329,27 @@ def forbidden_reached(
 
 
 # ----- the contracts ---------------------------------------------------------------------------
+
+
+def test_the_layout_table_names_every_package_once() -> None:
+    """Each package and top-level module has one row in docs/architecture.md's layout table, so
+    the order below covers the whole source (a new package is placed, a gone one removed)."""
+    rows = layer_rows(ARCHITECTURE.read_text())
+    bad = table_mismatches(rows, {package_of(m) for m in graph()})
+    assert not bad, "docs/architecture.md's layout table:\n" + "\n".join(bad)
+
+
+def test_no_package_imports_a_higher_one() -> None:
+    """The layout table lists the packages lowest first; a package imports only its own row and
+    the rows above it (deferred imports count)."""
+    bad = upward_imports(layer_rows(ARCHITECTURE.read_text()), package_edges(graph()))
+    assert not bad, "imports against docs/architecture.md's layout table:\n" + "\n".join(bad)
+
+
+def test_no_package_level_circles() -> None:
+    """No two packages import each other, directly or through others, even within one row."""
+    found = package_circles(package_edges(graph()))
+    assert not found, "packages in a circle:\n" + "\n\n".join("\n".join(c) for c in found)
 
 
 def test_the_decoder_imports_neither_torch_nor_the_encoder() -> None:
@@ -336,3 +441,38 @@ def test_the_decoder_side_is_what_a_decode_runs() -> None:
     for module in ("semcodec.format.map", "semcodec.decoder.prediction", "semcodec.format.roi"):
         assert module in chains
     assert "semcodec.intgrid.generator_torch" not in chains
+
+
+def test_the_package_rules_each_catch_their_break() -> None:
+    """Each package rule fails on a graph that breaks it, and only that rule."""
+    rows = [("p.low",), ("p.mid", "p.side"), ("p.top",)]
+    units = {"p.low", "p.mid", "p.side", "p.top"}
+    fine = {("p.top", "p.mid"): ["t"], ("p.mid", "p.low"): ["m"], ("p.side", "p.mid"): ["s"]}
+    assert not table_mismatches(rows, units)
+    assert not upward_imports(rows, fine) and not package_circles(fine)
+    # a package missing from the table, or named twice
+    assert table_mismatches(rows, units | {"p.new"}) == ["p.new is in no row of the table"]
+    assert table_mismatches([*rows, ("p.low",)], units) == ["p.low is in 2 rows"]
+    # a lower row importing a higher one (a circle too: the rule names the upward edge)
+    upward = {**fine, ("p.low", "p.top"): ["l"]}
+    assert upward_imports(rows, upward) == ["p.low (row 1) imports p.top (row 3): l"]
+    # two packages of one row importing each other: no upward import, but a circle
+    within = {**fine, ("p.mid", "p.side"): ["ms"]}
+    assert not upward_imports(rows, within)
+    assert package_circles(within) == [["p.mid -> p.side: ms", "p.side -> p.mid: s"]]
+
+
+def test_the_layout_table_is_read_in_order() -> None:
+    """The reader of the table: rows lowest first, several names per row, the package itself."""
+    text = (
+        "# A\n\n## Layout\n\n| package | what |\n|---|---|\n"
+        "| `errors.py`, `defaults.py` | x |\n| `format/` | `not/` a name here |\n"
+        "| `semcodec/__init__.py` | y |\n\n## Next\n\n| `cli/` | z |\n"
+    )
+    assert layer_rows(text) == [
+        ("semcodec.errors", "semcodec.defaults"),
+        ("semcodec.format",),
+        ("semcodec",),
+    ]
+    assert package_of("semcodec.format.map") == "semcodec.format"
+    assert package_of("semcodec.api") == "semcodec.api" and package_of("semcodec") == "semcodec"

@@ -8,10 +8,15 @@ folder and the other dependencies from this environment.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+
+import pytest
+
+from semcodec.errors import EXTRAS, missing_extra
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,6 +44,8 @@ print(json.dumps({"package": semcodec.__file__, "weights": str(registry.weights_
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_wheel_carries_the_weights_and_encodes(tmp_path: Path) -> None:
     wheels, target = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
@@ -65,3 +72,31 @@ def test_wheel_carries_the_weights_and_encodes(tmp_path: Path) -> None:
     # every release's decoder parts travel in the wheel: old files decode after an upgrade
     assert got["releases"] == sorted(p.stem for p in (ROOT / "models" / "decoders").glob("*.npz"))
     assert got["shape"] == [40, 56, 3] and got["bytes"] > 100 and got["max_error"] < 80
+
+
+def _requirements(project: dict, extra: str | None = None) -> set[str]:
+    """The distributions the core (or an extra, with the extras it names) installs."""
+    reqs = project["dependencies"] if extra is None else project["optional-dependencies"][extra]
+    out = set()
+    for req in reqs:
+        if m := re.fullmatch(r"semcodec\[([\w,]+)\]", req):
+            out |= {d for e in m.group(1).split(",") for d in _requirements(project, e)}
+        else:
+            out.add(re.split(r"[<>=~ \[]", req)[0].lower())
+    return out
+
+
+def test_the_core_install_is_the_decoder() -> None:
+    """`pip install semcodec` brings what a decode needs, never torch; each extra brings what
+    the line for its missing module names, and dev (make's venv) brings every extra."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert _requirements(project) == {
+        "numpy", "pillow", "click", "zstandard", "constriction", "threadpoolctl",
+    }  # fmt: skip
+    for module, extra in EXTRAS.items():
+        assert module.replace("_", "-") in _requirements(project, extra), (module, extra)
+        line = missing_extra(ModuleNotFoundError(f"No module named {module!r}", name=module))
+        assert line == f"{module} is not installed: pip install 'semcodec[{extra}]'"
+    everything = set().union(*(_requirements(project, e) for e in project["optional-dependencies"]))
+    assert _requirements(project, "dev") >= everything - _requirements(project, "jxl")

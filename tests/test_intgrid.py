@@ -162,6 +162,7 @@ def test_intconv_equals_reference(
 SIZES = [(37, 53), (64, 40), (9, 130)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["numpy", "torch"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("s2d,width,layers", [(2, 8, 2), (4, 16, 1)])

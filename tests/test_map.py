@@ -142,6 +142,7 @@ def test_cli_layer_map_writes_ids_palette_and_stored_size(work: Path) -> None:
     assert r.exit_code == 2
 
 
+@pytest.mark.subprocess
 def test_cli_layer_map_batch_with_workers(work: Path) -> None:
     (work / "maps").mkdir()
     r = _run("decode", "a.sem", "b.sem", "--layer", "map", "-d", "maps", "-j", "2")
@@ -187,6 +188,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.subprocess
 def test_map_and_full_decode_of_an_installed_release_do_not_import_torch() -> None:
     """A shell decode of a small file does not pay torch's import (decoder/pipeline.py, intgrid/generator.py)."""
     code = f"""

@@ -163,6 +163,7 @@ def _xmp_of(im) -> bytes | None:
     return x.encode() if isinstance(x, str) else x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("src_fmt", "suffix"), [("PNG", ".png"), ("JPEG", ".jpg")])
 @pytest.mark.parametrize("out_fmt", ["png", "jpeg", "webp", "tiff"])
 def test_cli_keeps_icc_exif_and_xmp_byte_for_byte(tmp_path, src_fmt, suffix, out_fmt):

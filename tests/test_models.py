@@ -26,6 +26,7 @@ from semcodec.models.segmentation import (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SEG_CONFIGS))
 def test_segnet_forward_backward(name: str) -> None:
     torch.manual_seed(0)
@@ -89,6 +90,7 @@ def test_backbone_weights_from_torchvision_style_state_dict(tmp_path) -> None:
     assert torch.all(net.gray.backbone.conv1.weight == 0.5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(COMPNET_CONFIGS))
 def test_compnet_layers_and_shape(name: str) -> None:
     net = CompNet(COMPNET_CONFIGS[name])
@@ -104,6 +106,7 @@ def test_compnet_layers_and_shape(name: str) -> None:
     t.sum().backward()
 
 
+@pytest.mark.slow
 def test_paper_compnet_is_blind_to_affine_changes_default_is_not() -> None:
     """The reason the shipped CompNet deviates from A3: instance norm removes mean and contrast.
 
@@ -133,6 +136,7 @@ def test_quantisation_round_trip() -> None:
     assert torch.allclose(t.grad, torch.ones_like(t))  # straight-through
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GENERATOR_CONFIGS))
 def test_generator_adds_enhancement_to_base(name: str) -> None:
     torch.manual_seed(0)

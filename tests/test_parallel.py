@@ -110,6 +110,7 @@ def test_intra_op_threads_when_not_deterministic():
     assert diff.max() <= 1 and (diff > 0).mean() < 0.005
 
 
+@pytest.mark.slow
 def test_tiled_images_report_progress_per_tile():
     """A call's progress sees every tile of every stage once, ending at the tile count (a call
     with total 0 says a stage began)."""
@@ -151,6 +152,7 @@ def test_cli_bar_shows_tile_progress_for_one_file(monkeypatch, capsys):
     assert bar.enabled and "compnet tile 3/24" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_two_tasks_at_once_on_one_codec_give_the_files_each_gives_alone(tmp_path, monkeypatch):
     """A cluster worker of two threads: tasks of other efforts and qualities run at the same
     time on the process's one codec, each held at the segmentation until both are inside the

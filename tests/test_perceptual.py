@@ -67,6 +67,7 @@ def anchor_scores() -> dict[str, float]:
     return {k: metrics.ssimulacra2(ref, v) for k, v in cases.items()}
 
 
+@pytest.mark.slow
 @needs_s2
 def test_ssimulacra2_follows_the_anchor_scale() -> None:
     s = anchor_scores()
@@ -124,6 +125,7 @@ def _t(rgb: np.ndarray, dtype=torch.float64) -> torch.Tensor:
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1)[None].to(dtype) / 255.0
 
 
+@pytest.mark.slow
 @needs_s2
 def test_ssimulacra2_loss_is_the_metric() -> None:
     """The torch SSIMULACRA 2 the generator trains on gives the port's scores (six scales)."""
@@ -137,6 +139,7 @@ def test_ssimulacra2_loss_is_the_metric() -> None:
         assert got32 == pytest.approx(want, abs=0.05)
 
 
+@pytest.mark.slow
 @needs_s2
 def test_ssimulacra2_loss_has_finite_gradients_that_improve_the_score() -> None:
     """Finite gradients even at the identical image (all-zero error maps), and a few gradient
@@ -214,6 +217,7 @@ def _curve_images(tmp_path: Path) -> list[Path]:
     return paths
 
 
+@pytest.mark.slow
 @needs_s2
 def test_bench_rd_reports_ssimulacra2_and_its_bd_rate(tmp_path: Path) -> None:
     q = [20, 40, 60, 80, 90]
@@ -262,6 +266,7 @@ def test_bench_rd_metrics_option(tmp_path: Path) -> None:
     assert bad.exit_code != 0 and "lpips" in bad.output
 
 
+@pytest.mark.slow
 def test_results_without_the_optional_metrics_still_report(tmp_path: Path) -> None:
     """Result files written before the perceptual metrics existed: same tables as before."""
     res = rd.run_benchmark(

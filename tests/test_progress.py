@@ -7,6 +7,8 @@ import io
 import subprocess
 import sys
 
+import pytest
+
 from semcodec.progress import Progress
 
 
@@ -32,9 +34,9 @@ def test_bar_messages_and_close() -> None:
 
 
 def test_training_log_lines_off_a_terminal(monkeypatch, capsys) -> None:
-    from semcodec.train.common import Progress as TrainProgress
+    from semcodec.progress import StepProgress
 
-    prog = TrainProgress(30, start=10, every=10)
+    prog = StepProgress(30, start=10, every=10)
     prog.update(15, 8, loss=0.5)  # not a reporting step
     prog.update(20, 8, loss=0.25, nan=float("nan"))
     prog.update(30, 16, loss=0.125)
@@ -44,6 +46,7 @@ def test_training_log_lines_off_a_terminal(monkeypatch, capsys) -> None:
     assert lines[1].startswith("[30/30] loss=0.125 ")
 
 
+@pytest.mark.subprocess
 def test_help_does_not_import_torch() -> None:
     code = (
         "import sys\n"
@@ -56,6 +59,7 @@ def test_help_does_not_import_torch() -> None:
     assert "bench" in r.stdout and "encode" in r.stdout
 
 
+@pytest.mark.slow
 def test_one_file_encode_says_its_stages_on_a_terminal_only(tmp_path, monkeypatch) -> None:
     """A single-file encode on a terminal shows which stage runs (the model's loading, the
     segmentation, the residual, ...) and erases the line at the end; in a pipe stderr stays

@@ -48,6 +48,7 @@ def _inputs(codec):
     return x, lab, t
 
 
+@pytest.mark.slow
 def test_refinement_lowers_the_objective_at_the_quantised_latents():
     codec = get_codec("tiny")
     x, lab, t0 = _inputs(codec)
@@ -76,6 +77,7 @@ def test_rate_model_reproduces_the_coders_table():
     assert np.allclose(probs, expected, rtol=1e-5, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_refined_base_only_file_decodes_better_and_reproducibly():
     codec = get_codec("tiny")
     rgb = _image(1)

@@ -121,6 +121,7 @@ def _peak_rss_mib() -> float:
 
 
 # ----- hostile and damaged .sem files ------------------------------------------------------------
+@pytest.mark.slow
 def test_every_byte_and_every_length_is_checked_by_the_decoder(codec: Codec, seeds):
     """Any changed byte (header included), truncation or trailing byte: rejected, never decoded."""
     for data in seeds.values():
@@ -138,6 +139,7 @@ def test_every_byte_and_every_length_is_checked_by_the_decoder(codec: Codec, see
                 codec.decode(data + tail)
 
 
+@pytest.mark.slow
 def test_fuzz_in_process(codec: Codec, seeds, alarm):
     """1,200 seeded mutations through the full decoder: SemcodecError or a correct image, fast.
 
@@ -186,6 +188,8 @@ def test_fuzz_in_process(codec: Codec, seeds, alarm):
     assert any(k.endswith(":decoded") for k in outcomes)
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_fuzz_through_the_cli(codec: Codec, seeds, tmp_path: Path):
     """A handful of hostile files through real processes: exit 1, one line each, no output."""
     rng = random.Random(99)
@@ -348,6 +352,7 @@ def _write_cases(tmp: Path) -> dict[str, tuple[Path, str, tuple[int, int]]]:
     return cases
 
 
+@pytest.mark.slow
 def test_unusual_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Encoded by the CLI with one warning per lossy conversion; each decodes to the documented
     mode and size, pixels close to the canonical input, alpha exact."""
@@ -432,6 +437,8 @@ def test_bad_inputs_fail_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert list(Path("out").iterdir()) == []
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_full_disk_on_stdout(tmp_path: Path):
     """`-o -` into /dev/full: exit 1 and one error line (subprocess: a real full device)."""
     if not os.path.exists("/dev/full"):
@@ -512,6 +519,7 @@ def test_split_segmentation_equals_the_network(codec: Codec, bf16: bool):
         assert torch.equal(split, seg.logits_lowres(x))
 
 
+@pytest.mark.slow
 def test_tiled_pipeline_agrees_with_untiled(codec: Codec):
     """Small tiles on a small photo: no seams, and close to the untiled result (numbers printed).
 

@@ -81,6 +81,7 @@ def _regions(codec, data: bytes, rgb: np.ndarray) -> tuple[float, float]:
 
 
 # ----- the map steers the bits ---------------------------------------------------------------
+@pytest.mark.slow
 def test_roi_pixels_beat_a_uniform_file_of_the_same_size(codec, monkeypatch) -> None:
     """At equal or fewer bytes, the ROI is much better than uniform coding and the rest worse:
     a codec that ignores the map fails this."""
@@ -98,6 +99,7 @@ def test_roi_pixels_beat_a_uniform_file_of_the_same_size(codec, monkeypatch) -> 
     assert roi_out < uni_out, (roi_out, uni_out)
 
 
+@pytest.mark.slow
 def test_a_stronger_roi_gives_the_background_up(codec, monkeypatch) -> None:
     """Strength moves bytes out of the background (same quality: smaller file, same ROI class)."""
     from semcodec.encoder.roi_spec import parse_roi
@@ -108,6 +110,7 @@ def test_a_stronger_roi_gives_the_background_up(codec, monkeypatch) -> None:
     assert sizes[0] > sizes[1] > sizes[2], sizes
 
 
+@pytest.mark.slow
 def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch) -> None:
     from semcodec.encoder.roi_spec import parse_roi
     from semcodec.format import container
@@ -123,6 +126,7 @@ def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch)
     assert codec.decode(data).image.size == (192, 128)
 
 
+@pytest.mark.slow
 def test_quality_zero_has_no_residual_and_no_roi_layer(codec, monkeypatch) -> None:
     from semcodec.encoder.roi_spec import parse_roi
     from semcodec.format import container
@@ -205,6 +209,7 @@ def _cli(args: list[str]):
     return CliRunner().invoke(cli, args, catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_cli_encode_with_roi_and_info(tmp_path) -> None:
     src, out = tmp_path / "in.png", tmp_path / "in.sem"
     _png(scene(), src)
@@ -218,6 +223,7 @@ def test_cli_encode_with_roi_and_info(tmp_path) -> None:
     assert "roi        car:2, pedestrian; strength 2" in _cli(["info", str(out)]).output
 
 
+@pytest.mark.slow
 def test_cli_target_size_holds_with_roi(tmp_path) -> None:
     src, out = tmp_path / "in.png", tmp_path / "in.sem"
     _png(scene(), src)
@@ -254,6 +260,7 @@ def test_the_cli_names_its_flags_and_the_library_does_not(tmp_path) -> None:
     assert alone.exit_code == 2 and "error: --roi-strength needs --roi" in alone.output
 
 
+@pytest.mark.slow
 def test_api_encode_with_roi() -> None:
     import semcodec
     from semcodec.format import container
@@ -265,6 +272,7 @@ def test_api_encode_with_roi() -> None:
         semcodec.encode(Image.fromarray(scene(32, 32)), roi="lorry")
 
 
+@pytest.mark.slow
 def test_pillow_plugin_saves_with_roi() -> None:
     import semcodec  # noqa: F401 - registers the plugin
     from semcodec.format import container
@@ -305,6 +313,7 @@ def test_the_roi_layer_needs_version_4_and_a_residual() -> None:
 
 
 # ----- bench roi -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_bench_roi_on_a_tiny_labelled_set(tmp_path) -> None:
     """The benchmark's three curves, BD-rates, recall and seconds, from the command line."""
     (tmp_path / "test").mkdir()

@@ -168,6 +168,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.skipif(
     not __import__("platform").libc_ver()[0] == "glibc", reason="glibc's malloc thresholds"
 )

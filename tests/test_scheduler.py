@@ -172,6 +172,8 @@ def _kill_mid_run(proc: subprocess.Popen, out: Path, suffix: str, kill: Callable
     return proc.returncode, stdout.decode(), stderr.decode()
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_tcp_scheduler_survives_a_killed_worker_and_reports_a_lost_scheduler(
     tmp_path: Path, monkeypatch, clusters
 ):

@@ -44,6 +44,7 @@ def test_working_size(h: int, w: int, side: int, expected: tuple[int, int]) -> N
     assert segment.working_size(_net(side), h, w) == expected
 
 
+@pytest.mark.slow
 def test_large_image_is_segmented_at_the_working_size() -> None:
     """The map of a 64x96 image with work_side 64 is the 43x64 image's scores, resized to the
     8x12 grid; it differs from the map at the input's size, so the scale is really used."""

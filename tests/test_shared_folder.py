@@ -112,6 +112,8 @@ def _check_runs(runs: list[tuple[int, str, list]], names: list[str]) -> None:
     assert others > 0, "the runs never raced: the test proves nothing"
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_two_encode_runs_share_one_folder(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     names = _write_images(tmp_path)
@@ -124,6 +126,8 @@ def test_two_encode_runs_share_one_folder(tmp_path: Path, monkeypatch):
     assert _files(tmp_path / "out") == _files(tmp_path / "ref")  # no temporary file either
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_two_decode_runs_share_one_folder(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     images = _write_images(tmp_path)

@@ -44,6 +44,7 @@ def _built(bundle: zoo.ModelBundle) -> list[str]:
     return [k for k in NETS if bundle.is_built(k)]
 
 
+@pytest.mark.slow
 def test_an_encode_builds_only_the_networks_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """At quality 50 (the image coded itself) only the segmentation network is built; the base
     layer alone adds CompNet and the integer generator, never the float generator. The bytes
@@ -65,6 +66,7 @@ def test_an_encode_builds_only_the_networks_it_runs(monkeypatch: pytest.MonkeyPa
     assert other.encode(_photo(), quality=0) == q0
 
 
+@pytest.mark.slow
 def test_the_decoder_makes_its_generator_only_for_a_file_that_uses_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -88,6 +90,8 @@ def test_the_decoder_makes_its_generator_only_for_a_file_that_uses_it(
     assert made == [1]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_info_models_and_decode_do_not_import_torch(tmp_path: Path) -> None:
     """The commands that need no network start without torch's 1-2 s import."""
     sem = tmp_path / "p.sem"
@@ -111,6 +115,8 @@ def test_info_models_and_decode_do_not_import_torch(tmp_path: Path) -> None:
     assert out.is_file() and "default-28b3a382" in r.stdout
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_the_command_line_imports_torch_frozen_out_of_collections() -> None:
     """import_torch leaves the collector on and torch's objects frozen (no full collection
     rescans them); with torch already imported it does nothing."""

@@ -4,6 +4,7 @@ options, and its measuring function runs on a small picture with the test bundle
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 from types import ModuleType
@@ -51,6 +52,7 @@ def test_every_tool_is_described_in_the_tools_readme() -> None:
     assert named == {p.name for p in SCRIPTS}
 
 
+@pytest.mark.slow
 def test_roi_crops_one_photo(tmp_path: Path) -> None:
     """roi_crops: the ROI file and the uniform one of no more bytes, a crop, a table row."""
     from semcodec.encoder.codec import Codec
@@ -80,6 +82,7 @@ def test_people_maps_writes_a_panel(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "map-photo.png").is_file()
 
 
+@pytest.mark.slow
 def test_seg_throughput_measures_both_modes(capsys: pytest.CaptureFixture) -> None:
     """seg_throughput: a plain and a frozen-backbone step on synthetic frames, CPU per crop."""
     import json
@@ -95,6 +98,7 @@ def test_seg_throughput_measures_both_modes(capsys: pytest.CaptureFixture) -> No
         assert ("cache_cpu_s_per_crop" in out) == (mode == "frozen")
 
 
+@pytest.mark.slow
 def test_enhance_adapt_measure() -> None:
     """enhance_adapt: both files of one picture scored, and a table row of their differences."""
     from semcodec.encoder import adapt
@@ -125,3 +129,64 @@ def test_map_ceiling_of_a_thin_class() -> None:
     boost = torch.ones(NUM_CLASSES)
     boost[pole] = 4.0
     assert module.ceiling([lab], boost)["pole"] > 0.3
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under a folder, with its bytes."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_release_writes_parts_files_and_card_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """release: the test bundle's parts decode its new conformance files to their hashes, the
+    card names them; a second release of it writes nothing and says so in one line."""
+    from semcodec.decoder.parts import load_parts
+
+    module = load(TOOLS / "release.py")
+    module.main(["tiny", "--root", str(tmp_path), "--date", "2026-01-02"])
+    (parts,) = (tmp_path / "models" / "decoders").glob("tiny-*.npz")
+    release = parts.stem
+    paths = module.paths_of(tmp_path, release)
+    assert load_parts(paths.parts).released == "2026-01-02"
+    record = json.loads((paths.conformance / "hashes.json").read_text())
+    assert len(record["files"]) == 3 and record["model"] == "tiny"
+    card = paths.card.read_text()
+    assert f"`{release}`" in card and "3 conformance files" in card
+    assert module.check_parts(paths.parts, paths.conformance) == 3
+    before = _tree(tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        module.main(["tiny", "--root", str(tmp_path)])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"semcodec: error: release {release} exists already (models/")
+    assert err.count("\n") == 1 and "--force" not in err
+    assert _tree(tmp_path) == before
+
+
+def test_release_refuses_beside_one_existing_part_and_takes_back_a_failed_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """release: a card already there stops it before anything is written; a step that fails
+    leaves no part of the release behind."""
+    from semcodec.errors import SemcodecError
+    from semcodec.zoo.bundles import load_bundle
+
+    module = load(TOOLS / "release.py")
+    bundle = load_bundle("tiny")
+    paths = module.paths_of(tmp_path, f"{bundle.name}-{bundle.hash[:8]}")
+    paths.card.parent.mkdir(parents=True)
+    paths.card.write_text("an earlier card\n")
+    with pytest.raises(SemcodecError, match="exists already"):
+        module.release("tiny", tmp_path)
+    assert _tree(tmp_path) == {paths.card.relative_to(tmp_path).as_posix(): b"an earlier card\n"}
+    paths.card.unlink()
+
+    def broken(parts_path: Path, folder: Path) -> int:
+        raise SemcodecError("the parts decode to other pixels")
+
+    monkeypatch.setattr(module, "check_parts", broken)
+    with pytest.raises(SemcodecError, match="other pixels"):
+        module.release("tiny", tmp_path)
+    assert _tree(tmp_path) == {}

@@ -13,6 +13,7 @@ from semcodec.train import gpu
 from semcodec.train.seg import ohem_loss
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(gpu.GPU_ENHANCE))
 def test_every_curve_network_trains_and_costs_what_it_says(name: str) -> None:
     """Forward/backward of each size, and its MAC count from the layer shapes."""
@@ -32,6 +33,7 @@ def test_every_curve_network_trains_and_costs_what_it_says(name: str) -> None:
     assert gpu.macs_per_pixel(cfg) == pytest.approx(macs / (64 * 64))
 
 
+@pytest.mark.slow
 def test_seg_sample_keeps_labels_with_their_pixels() -> None:
     """A crop's labels move with its pixels through scale, aspect, flip and blur."""
     img = np.zeros((40, 60, 3), np.uint8)
@@ -62,7 +64,7 @@ def test_ohem_keeps_only_the_hardest_pixels() -> None:
 
 def test_clock_schedule_runs_on_wall_time() -> None:
     """The schedule's fraction follows the clock and ends the run when its minutes are spent."""
-    c = gpu.Clock(minutes=1.0)
+    c = gpu.TimeBudget(minutes=1.0)
     c.start -= 30
     assert 0.49 < c.fraction() < 0.6 and not c.over()
     c.start -= 40

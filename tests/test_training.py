@@ -32,6 +32,7 @@ from semcodec.train.seg import seg_loss, train_step
 CPU = torch.device("cpu")
 
 
+@pytest.mark.slow
 def test_seg_steps_lower_the_loss() -> None:
     torch.manual_seed(0)
     images, labels = synthetic_segmentation(8, 64, 64)
@@ -57,6 +58,7 @@ def test_seg_augment_shapes_and_void_kept() -> None:
     assert set(np.unique(y.numpy())) <= set(range(12))
 
 
+@pytest.mark.slow
 def test_every_loss_term_is_finite_with_gradients() -> None:
     torch.manual_seed(0)
     nets = CodecNets("tiny", "tiny")
@@ -88,6 +90,7 @@ def test_vgg19_layout_matches_torchvision_names() -> None:
     assert "features.0.weight" in names and "features.34.weight" in names and len(names) == 32
 
 
+@pytest.mark.slow
 def test_ms_ssim_matches_pytorch_msssim_on_large_images() -> None:
     from pytorch_msssim import ms_ssim
 
@@ -99,6 +102,7 @@ def test_ms_ssim_matches_pytorch_msssim_on_large_images() -> None:
     )
 
 
+@pytest.mark.slow
 def test_codec_steps_lower_the_loss() -> None:
     torch.manual_seed(0)
     nets = CodecNets("tiny", "tiny")
@@ -136,6 +140,8 @@ def _why(r: subprocess.CompletedProcess) -> str:
     return "\n".join(lines[:20]) + "\n---\n" + r.stderr[-1500:]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_seg_ddp_two_processes(tmp_path) -> None:
     r = _torchrun(
         "semcodec.train.seg",
@@ -195,6 +201,8 @@ def test_seg_ddp_two_processes(tmp_path) -> None:
     assert ((buffer - 9.0).abs() < 1.0).all(), buffer
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_codec_ddp_two_processes(tmp_path) -> None:
     r = _torchrun(
         "semcodec.train.codec",
@@ -259,6 +267,7 @@ def test_init_from_bundle_starts_where_the_shipped_model_is(tmp_path) -> None:
     assert abs(coded - bits) < 0.01 * bits + 64
 
 
+@pytest.mark.slow
 def test_expanded_model_starts_as_the_bundle_and_learns_its_new_channels() -> None:
     """Warm start with 5 more compact channels: the same pictures, under 0.001 bpp more, and
     gradients reaching the new channels' generator weights."""
@@ -285,6 +294,7 @@ def test_expanded_model_starts_as_the_bundle_and_learns_its_new_channels() -> No
     assert wide.gen.body[1].weight.grad[:, 3 * s2 : 8 * s2].abs().max() > 0
 
 
+@pytest.mark.slow
 def test_adversarial_training_steps_are_stable(tmp_path) -> None:
     """The design's full recipe (A7-A9: two-scale PatchGAN, feature matching, L1, MS-SSIM,
     perceptual term) through the real training loop on tiny data: every loss finite, the
@@ -307,6 +317,7 @@ def test_adversarial_training_steps_are_stable(tmp_path) -> None:
     assert max(r["d"] for r in logs) < 4.0  # least squares on two scales: 2.0 is chance level
 
 
+@pytest.mark.slow
 def test_freeze_compnet_trains_the_generator_only(tmp_path) -> None:
     """--freeze-compnet: CompNet and the context table end as they started, the generator moves."""
     from dataclasses import replace
@@ -330,6 +341,7 @@ def test_freeze_compnet_trains_the_generator_only(tmp_path) -> None:
     assert any(not torch.equal(a, b) for a, b in pairs)
 
 
+@pytest.mark.slow
 def test_balance_colour_removes_a_generators_mean_cast(tmp_path) -> None:
     """A cast put into the generator's output bias is measured on photos and taken out."""
     from PIL import Image
@@ -358,6 +370,7 @@ def test_balance_colour_removes_a_generators_mean_cast(tmp_path) -> None:
     assert load_bundle(str(out)).info["output_bias_correction"][1] == round(float(shift[1]), 3)
 
 
+@pytest.mark.slow
 def test_resume_keeps_adam_moments_under_the_new_learning_rate(capsys) -> None:
     """A checkpoint's Adam moments come back with this run's rates; a new recipe starts afresh,
     and the warm-up counts from the resumed step."""
@@ -393,6 +406,7 @@ def test_resume_keeps_adam_moments_under_the_new_learning_rate(capsys) -> None:
     assert [p["lr"] for p in g.param_groups] == [0.25, 2.5]
 
 
+@pytest.mark.slow
 def test_export_writes_into_a_new_dest_folder(tmp_path, monkeypatch) -> None:
     """`train export --dest DIR` with DIR not there yet makes the folder and writes
     DIR/<name>-<sha8>.pt into it, not a bundle file named DIR; the map checkpoint is read once."""

@@ -87,6 +87,7 @@ def _shards(folder, n: int = 3) -> None:
         )
 
 
+@pytest.mark.slow
 def test_enhance_training_resumes_and_makes_a_bundle(tmp_path) -> None:
     from semcodec.train.attach import attach
     from semcodec.train.enhance import EnhanceTrainConfig, train_enhance
@@ -108,6 +109,7 @@ def test_enhance_training_resumes_and_makes_a_bundle(tmp_path) -> None:
     assert bundle.info["enhance_steps"] == 6
 
 
+@pytest.mark.slow
 def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
     """A release that replaces only the map network must not drop the post-filter."""
     from semcodec.train.attach import attach
@@ -124,6 +126,7 @@ def test_attach_without_a_new_enhancer_keeps_the_source_one(tmp_path) -> None:
     assert bundle.info["seg_finetune_steps"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "recipe",
     [
@@ -164,6 +167,7 @@ def test_seg_training_stopped_and_resumed_reaches_the_uninterrupted_weights(
             torch.testing.assert_close(a[k], b[k], rtol=0, atol=0, msg=f"{part} {k}")
 
 
+@pytest.mark.slow
 def test_seg_moving_average_is_what_eval_and_attach_take(tmp_path, one_thread) -> None:
     """`train seg --ema` keeps an average apart from the last step's weights; `eval seg
     --weights` (and `train attach --seg`, through `read_seg_source`) take the average, and the last
@@ -184,6 +188,7 @@ def test_seg_moving_average_is_what_eval_and_attach_take(tmp_path, one_thread) -
             )
 
 
+@pytest.mark.slow
 def test_seg_training_counts_cpu_hours_across_a_resume(tmp_path, one_thread) -> None:
     """The ledger's CPU hours are the whole run's: a resumed run adds to its checkpoint's."""
     from semcodec.train.seg import SegTrainConfig, train_seg
@@ -242,6 +247,7 @@ def test_enhance_training_starts_from_given_weights(tmp_path) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [2, 3])  # at a cache block's boundary, inside a block
 def test_frozen_backbone_training_resumes_and_moves_no_backbone_weight(tmp_path, stop) -> None:
     """--freeze-backbone: stopped and resumed (the feature cache rebuilt from its block's draws)

@@ -33,6 +33,7 @@ def _spans(aug_seed: int, aspect: float, n: int = 12) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_aspect_changes_the_ratio_of_the_crops_source_region() -> None:
     """--aspect A stretches the width by exp(U(-A, A)); without it the source region keeps the
     crop's proportions."""
@@ -49,6 +50,7 @@ def _high_frequency_share(x: torch.Tensor) -> float:
     return float(d / x.var())
 
 
+@pytest.mark.slow
 def test_blur_lowers_high_frequency_energy() -> None:
     """--blur 1 blurs every crop: less energy in neighbouring-pixel differences of noise."""
     rng = np.random.default_rng(0)
@@ -60,6 +62,7 @@ def test_blur_lowers_high_frequency_energy() -> None:
         assert _high_frequency_share(b) < 0.8 * _high_frequency_share(a)  # sigma 0.5: 0.7x
 
 
+@pytest.mark.slow
 def test_cpu_and_gpu_trainers_draw_the_same_crops() -> None:
     """One definition of recipe C's augmentation: the CPU augmenter and the GPU trainer's
     sampler, from the same generator state, give the same crops."""
@@ -103,6 +106,7 @@ def _frozen_step_setup():
     return net, opt, x, y, torch.device("cpu"), logits
 
 
+@pytest.mark.slow
 def test_train_step_trains_on_the_hard_examples_when_asked() -> None:
     """train seg --ohem reaches the step: its loss is the hard pixels' one."""
     net, opt, x, y, dev, logits = _frozen_step_setup()
@@ -153,6 +157,7 @@ def test_boundary_weight_scales_the_band_in_the_mean() -> None:
     )
 
 
+@pytest.mark.slow
 def test_train_step_weights_the_boundary_when_asked() -> None:
     """train seg --boundary-weight reaches the step."""
     net, opt, x, y, dev, logits = _frozen_step_setup()

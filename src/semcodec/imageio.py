@@ -28,7 +28,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from semcodec.errors import SemcodecError, UnsupportedInput
-from semcodec.format.container import Limits
+from semcodec.format.container import Limits, pil_pixel_limit
 from semcodec.format.metadata import Metadata, metadata_of
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "atomic_write_bytes",
     "list_images",
     "load_image",
-    "save_image",
 ]
 
 #: File suffixes taken as images when a folder is read (benchmarks, training, table fitting).
@@ -63,9 +62,6 @@ _RGB_LIKE = {
     "LAB": "LAB image converted to RGB without colour management",
     "HSV": None,
 }
-# Pillow's own decompression-bomb threshold is process-global; this lock serialises the
-# temporary raise of that threshold so concurrent loads restore it correctly.
-_PIL_LIMIT_LOCK = threading.Lock()
 # What Pillow raises for malformed, truncated or oversized data (it is not consistent).
 _DECODE_ERRORS = (
     Image.DecompressionBombError,
@@ -167,19 +163,6 @@ def _check_size(name: str, width: int, height: int, limits: Limits) -> None:
     problem = limits.check(width, height)
     if problem is not None:
         raise _fail(name, problem)
-
-
-@contextlib.contextmanager
-def pil_pixel_limit(limits: Limits) -> Iterator[None]:
-    """Let Pillow decode up to our own pixel limit (its process-global bomb check is lower)."""
-    with _PIL_LIMIT_LOCK:
-        previous = Image.MAX_IMAGE_PIXELS
-        if previous is not None and previous < limits.max_pixels:
-            Image.MAX_IMAGE_PIXELS = limits.max_pixels
-        try:
-            yield
-        finally:
-            Image.MAX_IMAGE_PIXELS = previous
 
 
 def _open_lazily(fp: BinaryIO, limits: Limits) -> Image.Image:
@@ -515,27 +498,3 @@ def _atomic_write(path: str | Path, force: bool, write: Callable[[BinaryIO], Non
 def atomic_write_bytes(path: str | Path, data: bytes, force: bool) -> None:
     """Write ``data`` to ``path`` atomically; refuse to replace an existing file unless forced."""
     _atomic_write(path, force, lambda fp: fp.write(data))
-
-
-def save_image(
-    img: Image.Image, path: str | Path, format: str | None = None, *, force: bool = True
-) -> None:
-    """Save a Pillow image atomically; the format comes from ``format`` or the file extension."""
-    target = Path(path)
-    fmt = format
-    if fmt is None:
-        fmt = Image.registered_extensions().get(target.suffix.lower())
-        if fmt is None:
-            raise SemcodecError(
-                f"cannot write {str(target)!r}: unknown image format for extension "
-                f"{target.suffix!r}"
-            )
-
-    def write(fp: BinaryIO) -> None:
-        """Encode into the temp file; encoder errors become one-line write errors."""
-        try:
-            img.save(fp, format=fmt)
-        except (KeyError, ValueError) as exc:
-            raise SemcodecError(f"cannot write {str(target)!r}: {exc}") from None
-
-    _atomic_write(target, force, write)

@@ -1,9 +1,12 @@
 """One progress bar for the command line, the benchmarks and training: click's, drawn in place on
-a terminal only, so pipes and log files stay clean."""
+a terminal only, so pipes and log files stay clean; training's steps report through it
+(``StepProgress``)."""
 
 from __future__ import annotations
 
+import math
 import sys
+import time
 from typing import Any, TextIO
 
 import click
@@ -94,3 +97,30 @@ class Progress:
         else:
             self.clear()
         self.shown = False
+
+
+class StepProgress:
+    """Training steps: the bar on a terminal, else one plain log line per report."""
+
+    def __init__(self, total: int, start: int = 0, every: int = 10, enabled: bool = True):
+        self.total, self.start, self.every, self.enabled = total, start, every, enabled
+        self.t0 = time.time()
+        self.bar = Progress(total, enabled=enabled, show_eta=False)
+        self.tty = self.bar.enabled
+        if self.tty:
+            self.bar.move_to(start)
+
+    def update(self, step: int, items: int, **fields: float) -> None:
+        """Show step, fields and throughput (log lines read ``[step/total] k=v ... N img/s``)."""
+        if not self.enabled or (step % self.every and step != self.total):
+            return
+        dt = max(1e-9, time.time() - self.t0)
+        rate = items / dt
+        txt = " ".join(f"{k}={v:.4g}" for k, v in fields.items() if not math.isnan(v))
+        if self.tty:
+            self.bar.move_to(step, f"{txt} {rate:.2f} img/s"[:160])
+            if step == self.total:
+                self.bar.close()
+            return
+        sys.stderr.write(f"[{step}/{self.total}] {txt} {rate:.2f} img/s\n")
+        sys.stderr.flush()

@@ -190,21 +190,22 @@ def pixel_hash(img: Image.Image) -> str:
 OTHER_MODEL_CASES = ("rgb-base", "rgb-q50-avif", "rgb-q60-native")
 
 
-def folder(release: str) -> Path:
+def folder(release: str, root: Path = HERE) -> Path:
     """Where a release's conformance files and record live."""
-    return HERE / release
+    return root / release
 
 
-def main(model: str = "default", add: bool = False) -> None:
-    """Write a model's files; with ``add``, only the cases its folder lacks (a release's
-    existing files are never rewritten: they are what that release wrote)."""
+def main(model: str = "default", add: bool = False, root: Path = HERE) -> Path:
+    """Write a model's files into its folder under ``root`` (this folder unless a release is
+    tried elsewhere, tools/release.py); with ``add``, only the cases its folder lacks (a
+    release's existing files are never rewritten: they are what that release wrote)."""
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import GatingConfig
     from semcodec.encoder.options import EncodeOptions
     from semcodec.intgrid.enhancer import IntEnhancer
 
     codec = Codec(model)
-    out = folder(f"{codec.bundle.name}-{codec.bundle.hash[:8]}")
+    out = folder(f"{codec.bundle.name}-{codec.bundle.hash[:8]}", root)
     out.mkdir(exist_ok=True)
     record = {"model": codec.bundle.name, "model_hash": codec.bundle.hash, "files": {}}
     if add and (out / "hashes.json").exists():
@@ -247,6 +248,7 @@ def main(model: str = "default", add: bool = False) -> None:
         }
         print(f"{name}: {len(data)} bytes")
     (out / "hashes.json").write_text(json.dumps(record, indent=1) + "\n")
+    return out
 
 
 if __name__ == "__main__":

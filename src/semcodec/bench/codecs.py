@@ -425,7 +425,7 @@ class SemcodecAdapter(CodecAdapter):
         codec = self._get()
         dec = Decoder(codec.decoder.parts, codec.kernel, codec.limits, codec.tiling, enhance=False)
         out = np.asarray(dec.decode(data).image.convert("RGB"), dtype=np.uint8).copy()
-        from semcodec.format.info import _enhance_info
+        from semcodec.decoder.info import _enhance_info
 
         share = _enhance_info(layers[LayerKind.ENHANCE], header)["tiles_on"]
         return len(container.pack(header, rest)), out, decode_map(data), share

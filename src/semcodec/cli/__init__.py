@@ -30,7 +30,7 @@ from semcodec.cli.common import (
     effort_option,
 )
 from semcodec.cli.root import cli, main
-from semcodec.format.info import file_info
+from semcodec.decoder.info import file_info
 from semcodec.labelmap import label_image
 
 __all__ = [

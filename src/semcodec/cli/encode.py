@@ -24,10 +24,10 @@ from semcodec.cli.common import (
     warning,
 )
 from semcodec.cli.dataset import DatasetOptions, dataset_options
+from semcodec.decoder.info import bpp
 from semcodec.defaults import CHROMAS, DEFAULT_CHROMA, DEFAULT_MODEL, DEFAULT_RESIDUAL
 from semcodec.format import container
 from semcodec.format.classes import CLASSES
-from semcodec.format.info import bpp
 
 # the residual coders' names, from the format's codes (no coder module imported at start-up)
 BACKENDS = tuple(kind.label for kind in container.ResidualKind if kind != container.RESIDUAL_NONE)

@@ -21,7 +21,7 @@ from semcodec.cli.common import (
     import_torch,
     with_name,
 )
-from semcodec.format.info import file_info, format_info
+from semcodec.decoder.info import file_info, format_info
 
 
 @click.command()

@@ -165,12 +165,3 @@ def installed_release_meta() -> list[dict]:
     folder = parts_dir()
     found = [m for p in sorted(folder.glob("*.npz")) if (m := _meta(p))] if folder.is_dir() else []
     return sorted(found, key=lambda m: (m["released"], m["name"]))
-
-
-def installed_releases() -> list[DecoderParts]:
-    """Every release whose files this installation decodes, oldest first."""
-    folder = parts_dir()
-    if not folder.is_dir():
-        return []
-    found = [load_parts(p) for p in sorted(folder.glob("*.npz"))]
-    return sorted(found, key=lambda p: (p.released, p.name))

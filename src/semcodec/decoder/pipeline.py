@@ -24,8 +24,8 @@ from semcodec.format import container
 from semcodec.format.alpha import decode_alpha
 from semcodec.format.compact import check_payload_size as check_compact_size
 from semcodec.format.compact import decode_compact
-from semcodec.format.container import Header, LayerKind, Limits
-from semcodec.format.enhance import decode_adjust
+from semcodec.format.container import Header, LayerKind, Limits, pil_pixel_limit
+from semcodec.format.enhance import Adjust, decode_adjust
 from semcodec.format.gating import GatingPlan, decode_gating
 from semcodec.format.map import check_payload_size as check_map_size
 from semcodec.format.map import decode_map as _decode_map_payload
@@ -41,8 +41,7 @@ from semcodec.format.tiling import (
     blocks,
     grow,
 )
-from semcodec.imageio import pil_pixel_limit
-from semcodec.intgrid.enhancer import Adjust, IntEnhancer
+from semcodec.intgrid.enhancer import IntEnhancer
 
 # (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
 GeneratorKernel = Callable[[np.ndarray, np.ndarray], np.ndarray]

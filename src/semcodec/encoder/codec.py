@@ -129,7 +129,7 @@ class Codec:
     ) -> np.ndarray:
         """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (tiled).
 
-        The integer-grid generator (models/fixed.py) gives the same pixels on every CPU and
+        The integer-grid generator (intgrid/generator_torch.py) gives the same pixels on every CPU and
         thread count, so it uses all of torch's threads; a bundle without one (e.g. the
         ``paper`` configuration) runs its float generator on one thread.
         """

@@ -9,8 +9,7 @@ import numpy as np
 from PIL import Image
 
 from semcodec.errors import CorruptData
-from semcodec.format.container import Limits
-from semcodec.imageio import pil_pixel_limit
+from semcodec.format.container import Limits, pil_pixel_limit
 
 
 def encode_alpha(alpha: np.ndarray) -> bytes:

@@ -7,10 +7,12 @@ length is checked against the bytes actually present before anything is sliced o
 
 from __future__ import annotations
 
+import contextlib
 import re
 import struct
+import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -132,6 +134,26 @@ class Limits:
                 f"{self.max_pixels} pixels"
             )
         return None
+
+
+# Pillow's own decompression-bomb threshold is process-global; this lock serialises the
+# temporary raise of that threshold so concurrent loads restore it correctly.
+_PIL_LIMIT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def pil_pixel_limit(limits: Limits) -> Iterator[None]:
+    """Let Pillow decode up to our own pixel limit (its process-global bomb check is lower)."""
+    from PIL import Image  # only the layers Pillow decodes pay its import
+
+    with _PIL_LIMIT_LOCK:
+        previous = Image.MAX_IMAGE_PIXELS
+        if previous is not None and previous < limits.max_pixels:
+            Image.MAX_IMAGE_PIXELS = limits.max_pixels
+        try:
+            yield
+        finally:
+            Image.MAX_IMAGE_PIXELS = previous
 
 
 @dataclass(frozen=True)

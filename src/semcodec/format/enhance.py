@@ -15,16 +15,43 @@ calls unknown. Nothing may follow.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from semcodec.errors import CorruptData
-from semcodec.intgrid.enhancer import MAX_UPDATE_EXPONENT, UPDATE_LIMIT, Adjust, Update
 
+GAIN_ONE = 8  # gains are stored in eighths (0..15): 8 is the network as trained
+OFFSET_UNIT = 4  # offsets are stored in quarters of a pixel level (int8)
+UPDATE_LIMIT = 255  # the largest magnitude of one update value (in steps)
+MAX_UPDATE_EXPONENT = 8  # the coarsest step: 2**8 activation units
 LAYER_VERSION = 1
 UPDATE_VERSION = 2  # the layer's version when it carries an update
 _OFFSETS, _MASK, _UPDATE = 1, 2, 4
 MAX_ORDER = 7  # the Exp-Golomb order's largest value
 MAX_PREFIX = 12  # leading zeros of one code: enough for UPDATE_LIMIT at every order
+
+
+@dataclass(frozen=True)
+class Update:
+    """A picture's change of the first layer's class bias rows, in steps of 2**exponent units
+    of that layer's activation grid (row k, channel c adds rows[k, c] * 2**(exponent + shift_c)
+    on its accumulator grid): integers, so every decoder runs the same network."""
+
+    rows: np.ndarray  # int (classes + 1, width), each in -UPDATE_LIMIT..UPDATE_LIMIT
+    exponent: int  # 0..MAX_UPDATE_EXPONENT
+
+
+@dataclass(frozen=True)
+class Adjust:
+    """What a file carries for the enhancement: per-class gain and offset, a tile mask and
+    optionally an update of the network's class bias rows."""
+
+    gains: np.ndarray  # int (classes + 1,) in 0..15, eighths; the last entry: unknown pixels
+    offsets: np.ndarray  # int (classes + 1, 3) in -128..127, quarters of a level
+    tiles: np.ndarray | None  # bool (ty, tx): where the correction applies (None: everywhere)
+    tile: int = 64  # pixels per tile side
+    update: Update | None = None  # None: the release's table as it is
 
 
 def tile_grid(height: int, width: int, tile: int) -> tuple[int, int]:

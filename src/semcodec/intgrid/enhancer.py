@@ -18,10 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from dataclasses import dataclass
 
 import numpy as np
 
+from semcodec.format.enhance import (
+    GAIN_ONE,
+    MAX_UPDATE_EXPONENT,
+    OFFSET_UNIT,
+    UPDATE_LIMIT,
+    Adjust,
+    Update,
+)
 from semcodec.intgrid.blas import kernel_pool
 from semcodec.intgrid.ops import (
     ACC_LIMIT,
@@ -37,34 +44,8 @@ from semcodec.intgrid.ops import (
 
 CENTRE = 128
 CORR_SHIFT = 6  # the last layer's output grid: 2**-6 pixel levels
-GAIN_ONE = 8  # gains are stored in eighths (0..15): 8 is the network as trained
-OFFSET_UNIT = 4  # offsets are stored in quarters of a pixel level (int8)
 ENH_META = ("s2d", "width", "layers", "classes", "act_max")
 BAND = 128  # rows (at the network's 1/s2d scale) per band; each overlaps by the reach
-UPDATE_LIMIT = 255  # the largest magnitude of one update value (in steps)
-MAX_UPDATE_EXPONENT = 8  # the coarsest step: 2**8 activation units
-
-
-@dataclass(frozen=True)
-class Update:
-    """A picture's change of the first layer's class bias rows, in steps of 2**exponent units
-    of that layer's activation grid (row k, channel c adds rows[k, c] * 2**(exponent + shift_c)
-    on its accumulator grid): integers, so every decoder runs the same network."""
-
-    rows: np.ndarray  # int (classes + 1, width), each in -UPDATE_LIMIT..UPDATE_LIMIT
-    exponent: int  # 0..MAX_UPDATE_EXPONENT
-
-
-@dataclass(frozen=True)
-class Adjust:
-    """What a file carries for the enhancement: per-class gain and offset, a tile mask and
-    optionally an update of the network's class bias rows."""
-
-    gains: np.ndarray  # int (classes + 1,) in 0..15, eighths; the last entry: unknown pixels
-    offsets: np.ndarray  # int (classes + 1, 3) in -128..127, quarters of a level
-    tiles: np.ndarray | None  # bool (ty, tx): where the correction applies (None: everywhere)
-    tile: int = 64  # pixels per tile side
-    update: Update | None = None  # None: the release's table as it is
 
 
 # (x float32 (h, w, 3 s s), class index int (h, w), bias rows float32 (classes + 1, width)) →

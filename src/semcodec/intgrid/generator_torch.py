@@ -23,7 +23,7 @@ integer table a bundle stores (weights, biases, shifts), never recomputed from f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +32,6 @@ import torch.nn.functional as F
 
 from semcodec.intgrid import generator as intgen
 from semcodec.intgrid import ops
-from semcodec.models.compnet import dequantize
-from semcodec.models.generator import RGB, Generator
 
 ACC_LIMIT = ops.ACC_LIMIT  # largest |partial sum| an fp32 accumulator holds exactly
 FACTOR = intgen.FACTOR  # compact layer → pixels
@@ -49,17 +47,6 @@ class FixedSpec:
     input_max: int = 511  # Q: the residual stream enters each conv as integers in [-Q, Q]
     stream_bits: int = 21  # calibrated |stream| maps to about 2**stream_bits stream units
     quantile: float = 1.0  # calibration statistic of each activation (1.0: the maximum)
-
-
-def supports(gen: Generator) -> bool:
-    """Whether a generator has the layout this module runs (s2d body, no normalisation)."""
-    c = gen.cfg
-    return (
-        c.kind == "s2d"
-        and c.norm == "none"
-        and c.factor == FACTOR
-        and FACTOR % c.space_to_depth == 0
-    )
 
 
 def _axis_taps(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -94,8 +81,9 @@ def _round_div(num: torch.Tensor, den: int) -> torch.Tensor:
 
 
 @dataclass
-class IntConv:
-    """One integer convolution: out = round((sum w*q + b) * 2**-shift[c]) (before clamping)."""
+class TorchIntConv:
+    """ops.IntConv on torch's fp32 convolutions: out = round((sum w*q + b) * 2**-shift[c])
+    (before clamping), the same integers."""
 
     weight: torch.Tensor  # int32 (out, in, k, k)
     bias: torch.Tensor  # int32 (out,)
@@ -134,7 +122,8 @@ class FixedGenerator:
         self.meta = {k: int(v) for k, v in zip(_META, state["meta"].tolist(), strict=True)}
         n = self.meta["blocks"]
         self.convs = [
-            IntConv(state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"]) for i in range(2 * n + 2)
+            TorchIntConv(state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"])
+            for i in range(2 * n + 2)
         ]
         self.qshift = state["qshift"].to(torch.int64)  # per block input and the last conv
         self.state = state
@@ -183,7 +172,7 @@ class FixedGenerator:
             e = self.convs[-1](self._quantise(x, m["blocks"])).round_()
             del x
             detail = F.pixel_shuffle(e, s).to(torch.int64)  # in units of 2**-DETAIL_SHIFT
-        return _to_pixels(u[:, :RGB], detail, levels)
+        return _to_pixels(u[:, : intgen.RGB], detail, levels)
 
     def _quantise(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
@@ -191,12 +180,12 @@ class FixedGenerator:
         return q.round_().clamp_(-self.meta["input_max"], self.meta["input_max"])
 
 
-def _grouped_first(conv: IntConv, base: int, classes: int, s: int) -> IntConv:
+def _grouped_first(conv: TorchIntConv, base: int, classes: int, s: int) -> TorchIntConv:
     """Conv 0 with the s*s identical one-hot copies' weights summed: the same integer sums."""
     w = conv.weight.to(torch.int64)
     nb = base * s * s
     oh = w[:, nb:].reshape(w.shape[0], classes, s * s, *w.shape[2:]).sum(2)
-    return IntConv(torch.cat([w[:, :nb], oh], 1).to(torch.int32), conv.bias, conv.shift)
+    return TorchIntConv(torch.cat([w[:, :nb], oh], 1).to(torch.int32), conv.bias, conv.shift)
 
 
 def _to_pixels(u: torch.Tensor, detail: torch.Tensor, levels: int) -> torch.Tensor:
@@ -232,101 +221,6 @@ def unpack_state(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Inverse of pack_state (intgrid.generator.unpack_table); ValueError on a malformed block."""
     arrays = intgen.unpack_table({k: v.numpy() for k, v in packed.items()})
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
-
-
-# ----- conversion from a float generator (at export, or at load for random test bundles) -------
-def _int_weights(
-    w: np.ndarray, b: np.ndarray, in_scale: np.ndarray, in_max: np.ndarray, e_out: int
-) -> IntConv:
-    """ops.quantise as a torch IntConv: the finest per-channel grid within the 2**24 bound."""
-    q = ops.quantise(w, b, in_scale, in_max, e_out)
-    return IntConv(torch.from_numpy(q.weight), torch.from_numpy(q.bias), torch.from_numpy(q.shift))
-
-
-def _stat(values: list[torch.Tensor], quantile: float) -> float:
-    """The calibration statistic of one activation over all calibration inputs."""
-    flat = torch.cat([v.abs().flatten() for v in values]).double()
-    if quantile >= 1.0:
-        return float(flat.max())
-    k = max(1, int(round(quantile * flat.numel())))
-    return float(flat.kthvalue(k).values)
-
-
-@torch.no_grad()
-def from_float(
-    gen: Generator,
-    levels: int,
-    calibration: Iterable[tuple[torch.Tensor, torch.Tensor]],
-    spec: FixedSpec | None = None,
-) -> FixedGenerator:
-    """Fix a trained s2d generator's grids from calibration (symbols, labels) pairs."""
-    spec = spec or FixedSpec()
-    if not supports(gen):
-        raise ValueError("only s2d generators without normalisation run on the integer grid")
-    cfg = gen.cfg
-    body = list(gen.body)
-    conv0, blocks, last = body[1], body[3:-2], body[-2]
-    stream_in: list[list[torch.Tensor]] = [[] for _ in range(len(blocks) + 1)]
-    hidden: list[list[torch.Tensor]] = [[] for _ in blocks]
-    for symbols, labels in calibration:
-        t = dequantize(symbols, levels)
-        _, x = gen.body_input(t, labels, (t.shape[-2] * FACTOR, t.shape[-1] * FACTOR))
-        x = F.relu(conv0(body[0](x)))
-        for i, blk in enumerate(blocks):
-            stream_in[i].append(x.abs().amax(dim=(0, 2, 3)))
-            h = F.relu(blk.body[0](x))
-            hidden[i].append(h)
-            x = x + blk.body[3](h)  # body: conv, norm(identity), relu, conv, norm
-        stream_in[-1].append(x.abs().amax(dim=(0, 2, 3)))
-    s2 = cfg.space_to_depth**2
-    e_x = ops.grid_exponent(
-        max(float(torch.stack(v).max()) for v in stream_in), 1 << spec.stream_bits
-    )
-    e_q = [ops.grid_exponent(float(torch.stack(v).max()), spec.input_max) for v in stream_in]
-    e_h = [ops.grid_exponent(_stat(v, spec.quantile), spec.act_max) for v in hidden]
-    step = base_step(levels)
-    qb_max = 256 * (levels - 1) // step
-    nb = cfg.compact_channels * s2
-    in_scale0 = np.array([step / (256 * (levels - 1))] * nb + [1.0] * (cfg.num_classes * s2))
-    in_max0 = np.array([qb_max] * nb + [1] * (cfg.num_classes * s2))
-
-    def np_(p: torch.Tensor) -> np.ndarray:
-        return p.detach().double().numpy()
-
-    convs = [_int_weights(np_(conv0.weight), np_(conv0.bias), in_scale0, in_max0, e_x)]
-    width = cfg.width
-    for i, blk in enumerate(blocks):
-        c1, c2 = blk.body[0], blk.body[3]
-        q_scale, q_max = np.full(width, 2.0 ** e_q[i]), np.full(width, spec.input_max)
-        convs.append(_int_weights(np_(c1.weight), np_(c1.bias), q_scale, q_max, e_h[i]))
-        h_scale, h_max = np.full(width, 2.0 ** e_h[i]), np.full(width, spec.act_max)
-        convs.append(_int_weights(np_(c2.weight), np_(c2.bias), h_scale, h_max, e_x))
-    q_scale, q_max = np.full(width, 2.0 ** e_q[-1]), np.full(width, spec.input_max)
-    convs.append(_int_weights(np_(last.weight), np_(last.bias), q_scale, q_max, -DETAIL_SHIFT))
-    meta = (levels, cfg.num_classes, cfg.space_to_depth, len(blocks), spec.act_max, spec.input_max)
-    state: dict[str, torch.Tensor] = {"meta": torch.tensor(meta, dtype=torch.int64)}
-    for i, c in enumerate(convs):
-        state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"] = c.weight, c.bias, c.shift
-    state["qshift"] = torch.tensor([e - e_x for e in e_q], dtype=torch.int64)
-    fixed = FixedGenerator(state)
-    fixed.check()
-    return fixed
-
-
-def synthetic_calibration(
-    channels: int, levels: int, classes: int, seed: int = 0, n: int = 2, side: int = 16
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Seeded smooth random (symbols, labels) pairs: calibration for bundles without photos."""
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        coarse = torch.rand(1, channels, side // 4, side // 4, generator=g)
-        smooth = F.interpolate(coarse, size=(side, side), mode="bilinear", align_corners=False)
-        symbols = torch.round(smooth * (levels - 1)).to(torch.int64)
-        labels = torch.randint(0, classes, (1, side // 4, side // 4), generator=g)
-        labels = F.interpolate(labels[:, None].float(), size=(side, side), mode="nearest")[:, 0]
-        out.append((symbols, labels.to(torch.int64)))
-    return out
 
 
 def kernel_of(fixed_gen: FixedGenerator):

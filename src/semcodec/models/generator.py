@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from semcodec.models.compnet import SafeReflectionPad2d, make_norm, one_hot_map
+from semcodec.intgrid import generator_torch as fixed
+from semcodec.intgrid import ops as intops
+from semcodec.models.compnet import SafeReflectionPad2d, dequantize, make_norm, one_hot_map
 
 
 @dataclass(frozen=True)
@@ -121,3 +125,113 @@ class Generator(nn.Module):
 def pixels(v: torch.Tensor) -> torch.Tensor:
     """A [-1, 1] reconstruction as uint8 pixels, rounded as the float decoder does."""
     return ((v.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
+
+
+def has_integer_layout(gen: Generator) -> bool:
+    """Whether a generator has the layout this module runs (s2d body, no normalisation)."""
+    c = gen.cfg
+    return (
+        c.kind == "s2d"
+        and c.norm == "none"
+        and c.factor == fixed.FACTOR
+        and fixed.FACTOR % c.space_to_depth == 0
+    )
+
+
+# ----- its integer form (at export, or at load for random test bundles): intgrid/generator_torch.py
+def _int_weights(
+    w: np.ndarray, b: np.ndarray, in_scale: np.ndarray, in_max: np.ndarray, e_out: int
+) -> fixed.TorchIntConv:
+    """intops.quantise as a TorchIntConv: the finest per-channel grid within the 2**24 bound."""
+    q = intops.quantise(w, b, in_scale, in_max, e_out)
+    return fixed.TorchIntConv(
+        torch.from_numpy(q.weight), torch.from_numpy(q.bias), torch.from_numpy(q.shift)
+    )
+
+
+def _stat(values: list[torch.Tensor], quantile: float) -> float:
+    """The calibration statistic of one activation over all calibration inputs."""
+    flat = torch.cat([v.abs().flatten() for v in values]).double()
+    if quantile >= 1.0:
+        return float(flat.max())
+    k = max(1, int(round(quantile * flat.numel())))
+    return float(flat.kthvalue(k).values)
+
+
+@torch.no_grad()
+def to_integer(
+    gen: Generator,
+    levels: int,
+    calibration: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    spec: fixed.FixedSpec | None = None,
+) -> fixed.FixedGenerator:
+    """Fix a trained s2d generator's grids from calibration (symbols, labels) pairs."""
+    spec = spec or fixed.FixedSpec()
+    if not has_integer_layout(gen):
+        raise ValueError("only s2d generators without normalisation run on the integer grid")
+    cfg = gen.cfg
+    body = list(gen.body)
+    conv0, blocks, last = body[1], body[3:-2], body[-2]
+    stream_in: list[list[torch.Tensor]] = [[] for _ in range(len(blocks) + 1)]
+    hidden: list[list[torch.Tensor]] = [[] for _ in blocks]
+    for symbols, labels in calibration:
+        t = dequantize(symbols, levels)
+        _, x = gen.body_input(t, labels, (t.shape[-2] * fixed.FACTOR, t.shape[-1] * fixed.FACTOR))
+        x = F.relu(conv0(body[0](x)))
+        for i, blk in enumerate(blocks):
+            stream_in[i].append(x.abs().amax(dim=(0, 2, 3)))
+            h = F.relu(blk.body[0](x))
+            hidden[i].append(h)
+            x = x + blk.body[3](h)  # body: conv, norm(identity), relu, conv, norm
+        stream_in[-1].append(x.abs().amax(dim=(0, 2, 3)))
+    s2 = cfg.space_to_depth**2
+    e_x = intops.grid_exponent(
+        max(float(torch.stack(v).max()) for v in stream_in), 1 << spec.stream_bits
+    )
+    e_q = [intops.grid_exponent(float(torch.stack(v).max()), spec.input_max) for v in stream_in]
+    e_h = [intops.grid_exponent(_stat(v, spec.quantile), spec.act_max) for v in hidden]
+    step = fixed.base_step(levels)
+    qb_max = 256 * (levels - 1) // step
+    nb = cfg.compact_channels * s2
+    in_scale0 = np.array([step / (256 * (levels - 1))] * nb + [1.0] * (cfg.num_classes * s2))
+    in_max0 = np.array([qb_max] * nb + [1] * (cfg.num_classes * s2))
+
+    def np_(p: torch.Tensor) -> np.ndarray:
+        return p.detach().double().numpy()
+
+    convs = [_int_weights(np_(conv0.weight), np_(conv0.bias), in_scale0, in_max0, e_x)]
+    width = cfg.width
+    for i, blk in enumerate(blocks):
+        c1, c2 = blk.body[0], blk.body[3]
+        q_scale, q_max = np.full(width, 2.0 ** e_q[i]), np.full(width, spec.input_max)
+        convs.append(_int_weights(np_(c1.weight), np_(c1.bias), q_scale, q_max, e_h[i]))
+        h_scale, h_max = np.full(width, 2.0 ** e_h[i]), np.full(width, spec.act_max)
+        convs.append(_int_weights(np_(c2.weight), np_(c2.bias), h_scale, h_max, e_x))
+    q_scale, q_max = np.full(width, 2.0 ** e_q[-1]), np.full(width, spec.input_max)
+    convs.append(
+        _int_weights(np_(last.weight), np_(last.bias), q_scale, q_max, -fixed.DETAIL_SHIFT)
+    )
+    meta = (levels, cfg.num_classes, cfg.space_to_depth, len(blocks), spec.act_max, spec.input_max)
+    state: dict[str, torch.Tensor] = {"meta": torch.tensor(meta, dtype=torch.int64)}
+    for i, c in enumerate(convs):
+        state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"] = c.weight, c.bias, c.shift
+    state["qshift"] = torch.tensor([e - e_x for e in e_q], dtype=torch.int64)
+    table = fixed.FixedGenerator(state)
+    table.check()
+    return table
+
+
+def synthetic_calibration(
+    channels: int, levels: int, classes: int, seed: int = 0, n: int = 2, side: int = 16
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Seeded smooth random (symbols, labels) pairs: calibration for bundles without photos."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        coarse = torch.rand(1, channels, side // 4, side // 4, generator=g)
+        smooth = F.interpolate(coarse, size=(side, side), mode="bilinear", align_corners=False)
+        symbols = torch.round(smooth * (levels - 1)).to(torch.int64)
+        labels = torch.randint(0, classes, (1, side // 4, side // 4), generator=g)
+        labels = F.interpolate(labels[:, None].float(), size=(side, side), mode="nearest")[:, 0]
+        out.append((symbols, labels.to(torch.int64)))
+    return out

@@ -15,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from semcodec.models.discriminator import DISCRIMINATOR_CONFIGS, Discriminator
 from semcodec.models.losses import LossWeights, PerceptualLoss
 from semcodec.models.segmentation import SegNet, build_segnet
+from semcodec.progress import StepProgress
 from semcodec.train.codec_data import CropSampler, hold_out, training_set
 from semcodec.train.codec_eval import evaluate
 from semcodec.train.codec_nets import (
@@ -34,7 +35,6 @@ from semcodec.train.codec_step import (
     warm_up,
 )
 from semcodec.train.common import (
-    Progress,
     cleanup_distributed,
     load_checkpoint,
     read_seg_source,
@@ -57,7 +57,7 @@ class CodecTrainConfig:
     crop: int = 128
     lr: float = 2e-4
     lr_context: float = 1e-2
-    context_neighbours: int = 2  # 2: (left, top); 3: + top-right (entropy/compact.py)
+    context_neighbours: int = 2  # 2: (left, top); 3: + top-right (format/compact.py)
     warmup: int = 200  # linear learning-rate warm-up: Adam's first steps are sign-like and large
     weights: LossWeights = field(default_factory=LossWeights)
     bf16: bool = True
@@ -107,7 +107,7 @@ def train_codec(
     g_model = DDP(nets) if world > 1 else nets
     d_model = DDP(disc) if world > 1 else disc
     sampler = CropSampler(images, maps, cfg.crop, cfg.seed * 1000 + rank + step)
-    prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
+    prog = StepProgress(cfg.iters, step, every=10, enabled=rank == 0)
     t_start, last_save, seen = time.time(), time.time(), 0
     nets.train()
     disc.train()

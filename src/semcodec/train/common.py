@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-import math
 import os
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -16,7 +14,6 @@ import torch
 import torch.distributed as dist
 
 from semcodec import runtime
-from semcodec.progress import Progress as BarProgress
 
 
 def setup_distributed() -> tuple[int, int, torch.device]:
@@ -208,33 +205,6 @@ def load_checkpoint(path: Path) -> dict | None:
     if not path.exists():
         return None
     return torch.load(path, map_location="cpu", weights_only=True)
-
-
-class Progress:
-    """Training progress: the shared bar on a terminal, else one plain log line per report."""
-
-    def __init__(self, total: int, start: int = 0, every: int = 10, enabled: bool = True):
-        self.total, self.start, self.every, self.enabled = total, start, every, enabled
-        self.t0 = time.time()
-        self.bar = BarProgress(total, enabled=enabled, show_eta=False)
-        self.tty = self.bar.enabled
-        if self.tty:
-            self.bar.move_to(start)
-
-    def update(self, step: int, items: int, **fields: float) -> None:
-        """Show step, fields and throughput (log lines read ``[step/total] k=v ... N img/s``)."""
-        if not self.enabled or (step % self.every and step != self.total):
-            return
-        dt = max(1e-9, time.time() - self.t0)
-        rate = items / dt
-        txt = " ".join(f"{k}={v:.4g}" for k, v in fields.items() if not math.isnan(v))
-        if self.tty:
-            self.bar.move_to(step, f"{txt} {rate:.2f} img/s"[:160])
-            if step == self.total:
-                self.bar.close()
-            return
-        sys.stderr.write(f"[{step}/{self.total}] {txt} {rate:.2f} img/s\n")
-        sys.stderr.flush()
 
 
 def bundle_option(purpose: str):

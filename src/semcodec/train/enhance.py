@@ -22,8 +22,8 @@ from semcodec.defaults import CHROMAS, DEFAULT_CHROMA
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.imageio import list_images
 from semcodec.models.enhance import build_enhance
+from semcodec.progress import StepProgress
 from semcodec.train.common import (
-    Progress,
     RunClock,
     averaged_copy,
     ema_start,
@@ -139,7 +139,7 @@ def make_data(
             lines = (camvid / f"{split}.txt").read_text().split()
             paths += [camvid / rel for rel in lines[0::2]][::2]
     out.mkdir(parents=True, exist_ok=True)
-    prog = Progress(len(paths), 0, every=10)
+    prog = StepProgress(len(paths), 0, every=10)
     for n, p in enumerate(paths):
         write_shard(codec, p, n, per_photo, residual_of(n, native_every), out, chroma)
         prog.update(n + 1, n + 1)
@@ -274,7 +274,7 @@ def train_enhance(
     rng = np.random.default_rng(cfg.seed * 1000 + step)
     if state is not None and "data_order" in state:  # the uninterrupted run's next crops
         rng.bit_generator.state = json.loads(state["data_order"])
-    prog = Progress(cfg.iters, step, every=50)
+    prog = StepProgress(cfg.iters, step, every=50)
     clock, last = RunClock.resume(state), time.time()
     log = out / "log.jsonl"
     end = cfg.iters if stop_at is None else min(stop_at, cfg.iters)

@@ -20,7 +20,7 @@ from semcodec.format.tiling import MAP_SCALE
 from semcodec.imageio import list_images
 from semcodec.intgrid import generator_torch as fixed
 from semcodec.metrics import psnr
-from semcodec.models.generator import pixels
+from semcodec.models.generator import pixels, to_integer
 from semcodec.train.common import bundle_option, dest_option, photos_option
 from semcodec.zoo.bundles import load_bundle, save_bundle_in
 
@@ -82,7 +82,7 @@ def fix_bundle(
     bundle = load_bundle(str(bundle_path))
     data = _encoded(str(bundle_path), list(photos[:calibration]) + list(photos[-held_out:]))
     cal, val = data[:calibration], data[calibration:]
-    fixed_gen = fixed.from_float(bundle.gen, bundle.levels, [(s, lab) for _, s, lab in cal], spec)
+    fixed_gen = to_integer(bundle.gen, bundle.levels, [(s, lab) for _, s, lab in cal], spec)
     record = {
         "calibration_images": len(cal),
         "source": source,

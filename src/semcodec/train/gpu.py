@@ -84,7 +84,7 @@ def read_packed_persons(root: Path) -> tuple[list[np.ndarray], list[np.ndarray]]
 
 
 @dataclass
-class Clock:
+class TimeBudget:
     """A run's time budget; its schedule runs on the fraction of the budget spent (several runs
     share one GPU and start and stop at different times, so a rate measured early would lie)."""
 
@@ -215,7 +215,7 @@ def train_seg_gpu(
     from semcodec.train.data import class_weights, read_split
     from semcodec.train.seg import SegTrainConfig, make_optimizer, ohem_loss
 
-    clock = Clock(minutes)
+    budget = TimeBudget(minutes)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(run.seed)
     rng = np.random.default_rng(run.seed)
@@ -255,8 +255,8 @@ def train_seg_gpu(
     n_person = round(run.batch * run.person_share) if p_img_t else 0
     step, seen, last_eval = 0, 0, time.time()
     net.train()
-    while not clock.over():
-        lr = run.lr * (1 - clock.fraction()) ** 0.9
+    while not budget.over():
+        lr = run.lr * (1 - budget.fraction()) ** 0.9
         for g in opt.param_groups:
             g["lr"] = lr * g.get("lr_scale", 1.0)
         xs, ys = [], []
@@ -280,7 +280,7 @@ def train_seg_gpu(
         opt.step()
         step += 1
         seen += len(x)
-        if time.time() - last_eval > eval_every_s or clock.over():
+        if time.time() - last_eval > eval_every_s or budget.over():
             miou = seg_val_miou(net, va_img_t, va_lab_t)
             if miou > best:
                 best = miou
@@ -291,7 +291,7 @@ def train_seg_gpu(
                     "run": run.name,
                     "step": step,
                     "images": seen,
-                    "s": round(clock.elapsed(), 1),
+                    "s": round(budget.elapsed(), 1),
                     "loss": float(loss.detach()),
                     "lr": lr,
                     "val_miou": miou,
@@ -415,7 +415,7 @@ def train_enh_gpu(
     weights when given: a continued run)."""
     from semcodec.train.enhance import as_tensors, draw_batch, load_shards, split_shards
 
-    clock = Clock(minutes)
+    budget = TimeBudget(minutes)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -440,8 +440,8 @@ def train_enh_gpu(
             "held": len(held),
         },
     )
-    while not clock.over():
-        f = clock.fraction()
+    while not budget.over():
+        f = budget.fraction()
         warm = min(1.0, (step + 1) / 200)
         for g in opt.param_groups:
             g["lr"] = lr * warm * 0.5 * (1 + np.cos(np.pi * f))
@@ -451,7 +451,7 @@ def train_enh_gpu(
         loss.backward()
         opt.step()
         step += 1
-        if time.time() - last_eval > eval_every_s or clock.over():
+        if time.time() - last_eval > eval_every_s or budget.over():
             ev = enh_held_out(net, held_t) if held_t else {"gain_db": 0.0}
             if ev["gain_db"] > best:
                 best = ev["gain_db"]
@@ -462,7 +462,7 @@ def train_enh_gpu(
                     "net": name,
                     "step": step,
                     "images": step * batch,
-                    "s": round(clock.elapsed(), 1),
+                    "s": round(budget.elapsed(), 1),
                     "loss": float(loss),
                     **ev,
                 },
@@ -474,7 +474,7 @@ def train_enh_gpu(
             "config": asdict(cfg),
             "held_out_gain_db": best,
             "steps": step,
-            "seconds": clock.elapsed(),
+            "seconds": budget.elapsed(),
             "batch": batch,
             "crop": crop,
         },

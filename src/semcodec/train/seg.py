@@ -22,8 +22,8 @@ from semcodec.models.segmentation import (
     load_backbone_weights,
     load_imagenet_weights,
 )
+from semcodec.progress import StepProgress
 from semcodec.train.common import (
-    Progress,
     RunClock,
     autocast,
     cleanup_distributed,
@@ -356,7 +356,7 @@ def train_seg(
     plan = frozen_plan(cfg, world)
     cache: FeatureCache | None = None
     block_start: dict = {}
-    prog = Progress(cfg.iters, step, every=10, enabled=rank == 0)
+    prog = StepProgress(cfg.iters, step, every=10, enabled=rank == 0)
     last_save, seen, clock = time.time(), 0, RunClock.resume(state)
     net.train()
     if plan is not None:

@@ -27,7 +27,13 @@ from semcodec.intgrid.generator_torch import FixedGenerator
 from semcodec.models.compnet import COMPNET_CONFIGS, CompNet, CompNetConfig
 from semcodec.models.context_model import ContextModel
 from semcodec.models.enhance import EnhanceNet, build_enhance, to_integer
-from semcodec.models.generator import GENERATOR_CONFIGS, Generator
+from semcodec.models.generator import (
+    GENERATOR_CONFIGS,
+    Generator,
+    has_integer_layout,
+    synthetic_calibration,
+)
+from semcodec.models.generator import to_integer as generator_to_integer
 from semcodec.models.segmentation import SEG_CONFIGS, SegConfig, SegNet, with_class_bias
 from semcodec.runtime import single_thread
 from semcodec.zoo.registry import (
@@ -378,12 +384,10 @@ def _load_fixed(state: dict | None, name: str) -> FixedGenerator | None:
 
 def fix_random(gen: Generator, levels: int, seed: int = 0) -> FixedGenerator | None:
     """The integer generator of a bundle without photos: grids from seeded synthetic inputs."""
-    if not fixed.supports(gen):
+    if not has_integer_layout(gen):
         return None
-    cal = fixed.synthetic_calibration(
-        gen.cfg.compact_channels, levels, gen.cfg.num_classes, seed=seed
-    )
-    return fixed.from_float(gen, levels, cal)
+    cal = synthetic_calibration(gen.cfg.compact_channels, levels, gen.cfg.num_classes, seed=seed)
+    return generator_to_integer(gen, levels, cal)
 
 
 def random_enhancer(name: str, seed: int) -> tuple[EnhanceNet, dict[str, np.ndarray]]:

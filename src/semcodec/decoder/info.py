@@ -189,8 +189,7 @@ def _enhance_info(data: bytes | None, header: container.Header) -> dict[str, Any
     if data is None:
         return None
     from semcodec.format.classes import MAP_NAMES, NUM_CLASSES
-    from semcodec.format.enhance import decode_adjust, tile_grid
-    from semcodec.intgrid.enhancer import GAIN_ONE
+    from semcodec.format.enhance import GAIN_ONE, decode_adjust, tile_grid
 
     adj = decode_adjust(data, NUM_CLASSES, header.height, header.width)
     th, tw = tile_grid(header.height, header.width, adj.tile)
