@@ -429,6 +429,8 @@ def test_segment(work: Path):
     assert r.exit_code == 1 and "--force" not in r.stderr and "-o" in r.stderr
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_segment_is_a_batch_command(work: Path):
     """Many images, beside them or in -d, from a list, resumed, reported, with workers."""
     r = run("segment", "a.png", "b.png", "--model", "tiny")

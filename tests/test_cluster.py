@@ -146,6 +146,8 @@ def _http_server() -> Iterator[int]:
         server.server_close()
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "peer", [_refused_port, _silent_port, _http_server], ids=["refused", "silent", "http"]
 )
