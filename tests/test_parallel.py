@@ -169,7 +169,10 @@ def test_two_tasks_at_once_on_one_codec_give_the_files_each_gives_alone(tmp_path
         Image.fromarray(_photo(96 + 32 * i, 64)).save(path)
         tasks.append(
             batch_tasks.EncodeTask(
-                str(path), None, "tiny", quality, residual, None, None, effort=effort
+                str(path),
+                None,
+                "tiny",
+                EncodeOptions(quality=quality, residual=residual, effort=effort),
             )
         )
     alone = [run_task(batch_tasks.encode_worker, t).data for t in tasks]

@@ -257,7 +257,9 @@ def test_the_cli_names_its_flags_and_the_library_does_not(tmp_path) -> None:
     bad_class = _cli(["encode", str(src), "-o", out, "--roi", "car,bus"])
     assert "error: --roi: unknown ROI class 'bus'" in bad_class.output
     alone = _cli(["encode", str(src), "-o", out, "--roi-strength", "2"])
-    assert alone.exit_code == 2 and "error: --roi-strength needs --roi" in alone.output
+    assert (
+        alone.exit_code == 2 and "error: --roi: an ROI strength needs ROI classes" in alone.output
+    )
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from semcodec.defaults import DEFAULT_EFFORT, DEFAULT_MODEL, DEFAULT_QUALITY, DEFAULT_RESIDUAL
+from semcodec.defaults import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,46 +21,30 @@ def encode(
     image: Any,
     quality: int | None = None,
     model: str = DEFAULT_MODEL,
-    residual: str = DEFAULT_RESIDUAL,
-    roi: Any = None,
-    roi_strength: float | None = None,
-    effort: int = DEFAULT_EFFORT,
+    *,
     target_size: int | None = None,
     target_bpp: float | None = None,
+    **settings: Any,
 ) -> bytes:
     """Encode a PIL image (or RGB array, path, or encoded bytes) into .sem bytes.
 
     ``quality`` 0..100 (default 50), or instead ``target_size`` (bytes) or ``target_bpp``
     (bits per pixel): the highest quality whose file fits, as the command line's --target-size
     and --target-bpp (TargetNotMet, a SemcodecError naming the smallest file, when none does).
-    ``roi`` names the classes (CLASSES) whose pixels get the residual's bits: "car,pedestrian",
-    with optional weights "car:2", a list of names or a dict name -> weight; ``roi_strength``
-    (0..4, default 1) how much the rest gives up (docs/roi.md). RoiError on a bad name.
-    ``effort`` (1..9) trades encoding time for bytes; decoding never depends on it.
+    Every other setting of the command line by keyword (``EncodeOptions.from_kwargs``, which
+    refuses a bad one with a ValueError): ``effort`` (1..9) trades encoding time for bytes;
+    ``residual``, ``chroma`` ("444", "420"), ``metadata`` ("all", "none", "icc,exif"),
+    ``gating``, ``refine`` (steps); ``roi`` names the classes (CLASSES) whose pixels get the
+    residual's bits: "car,pedestrian", with optional weights "car:2", a list of names or a dict
+    name -> weight; ``roi_strength`` (0..4, default 1) how much the rest gives up (docs/roi.md).
     """
     from semcodec.encoder.codec import get_codec
     from semcodec.encoder.options import EncodeOptions
-    from semcodec.encoder.ratecontrol import budget_of, fit_budget
-    from semcodec.encoder.roi_spec import parse_roi
+    from semcodec.encoder.ratecontrol import Target, encode_to
 
-    targeted = target_size is not None or target_bpp is not None
-    if targeted and quality is not None:
-        raise ValueError("give quality or a target (target_size, target_bpp), not both")
-    if target_size is not None and target_bpp is not None:
-        raise ValueError("give target_size or target_bpp, not both")
-    options = EncodeOptions(
-        quality=DEFAULT_QUALITY if quality is None else quality,
-        effort=effort,
-        residual=residual,
-        roi=parse_roi(roi, roi_strength),
-    )
-    codec = get_codec(model)
-    if not targeted:
-        return codec.encode(image, options)
-    analysis = codec.analyse(image, options)  # the networks run once for every quality tried
-    budget = budget_of(target_size, target_bpp, analysis.img.width, analysis.img.height)
-    _quality, data = fit_budget(lambda q: codec.finish(analysis, options.but(quality=q))[0], budget)
-    return data
+    target = Target.of(quality, target_size, target_bpp)
+    options = EncodeOptions.from_kwargs(quality=quality, **settings)
+    return encode_to(get_codec(model), image, options, target)[1]
 
 
 def decode(data: bytes, layer: str = "full", model: str | None = None) -> Image.Image:

@@ -1,9 +1,8 @@
 """Pillow plugin for ``.sem`` files: ``Image.open("x.sem")`` and ``img.save("x.sem")``.
 
 Opening reads only the header (size and mode are known before any pixel work, and torch is not
-imported); the learned decoder runs in ``load()``. Saving encodes with the codec's defaults,
-overridable with the save parameters ``quality``, ``model``, ``residual``, ``roi`` and
-``roi_strength``.
+imported); the learned decoder runs in ``load()``. Saving encodes as ``semcodec.encode`` with
+the same settings as save parameters (``quality``, ``effort``, ``chroma``, ``roi``, ...).
 """
 
 from __future__ import annotations
@@ -104,28 +103,20 @@ class SemImageFile(ImageFile.ImageFile):
 
 
 def _save(im: Image.Image, fp: IO[bytes], filename: str | bytes) -> None:
-    """Encode with semcodec; save params: quality (0..100), model (bundle name), residual,
-    metadata ("all", "none" or "icc,exif,xmp"), icc_profile / exif / xmp (else the image's),
-    roi ("car,pedestrian:2", a list or a dict of class weights) and roi_strength (0..4)."""
-    from semcodec.defaults import DEFAULT_QUALITY, DEFAULT_RESIDUAL
-    from semcodec.encoder.codec import get_codec
-    from semcodec.encoder.options import EncodeOptions
-    from semcodec.encoder.roi_spec import parse_roi
-    from semcodec.format.metadata import parse_selection
+    """Encode with semcodec; save params: model (bundle name), every setting of
+    ``semcodec.encode`` (quality or target_size / target_bpp, effort, residual, chroma,
+    metadata, gating, refine, roi, roi_strength; EncodeOptions.from_kwargs checks them),
+    icc_profile / exif / xmp (else the image's); other params are Pillow's and ignored."""
+    from semcodec.api import encode
+    from semcodec.encoder.options import SETTINGS
 
     params = im.encoderinfo
-    codec = get_codec(params.get("model", DEFAULT_MODEL))
     given = {k: params[k] for k in ("icc_profile", "exif", "xmp") if params.get(k)}
     if given:
         im = im.copy()
         im.info.update(given)
-    options = EncodeOptions(
-        quality=int(params.get("quality", DEFAULT_QUALITY)),
-        residual=params.get("residual", DEFAULT_RESIDUAL),
-        metadata=parse_selection(str(params.get("metadata", "all"))),
-        roi=parse_roi(params.get("roi"), params.get("roi_strength")),
-    )
-    fp.write(codec.encode(im, options))
+    settings = {k: params[k] for k in (*SETTINGS, "target_size", "target_bpp") if k in params}
+    fp.write(encode(im, model=params.get("model", DEFAULT_MODEL), **settings))
 
 
 def register() -> None:

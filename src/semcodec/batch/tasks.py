@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from semcodec.batch.formats import png_bytes
 from semcodec.batch.outcome import Outcome, guarded
@@ -13,10 +12,9 @@ from semcodec.batch.run import tile_progress
 from semcodec.batch.stdio import STDIO, read_input
 from semcodec.batch.verify import Existing, check_image, check_sem, sem_layer_bytes
 from semcodec.batch.workers import import_torch
-from semcodec.defaults import DEFAULT_CHROMA, DEFAULT_EFFORT, DEFAULT_QUALITY, DEFAULT_RESIDUAL
-from semcodec.encoder.ratecontrol import budget_of, fit_budget
+from semcodec.encoder.options import EncodeOptions
+from semcodec.encoder.ratecontrol import Target, encode_to
 from semcodec.errors import UnsupportedInput
-from semcodec.format.metadata import KINDS as METADATA_KINDS
 from semcodec.labelmap import label_image
 
 
@@ -32,39 +30,13 @@ def image_source(source: str, data: bytes | None) -> str | bytes:
 # ----- encode ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EncodeTask:
-    """One input to encode, with the settings; picklable for worker processes."""
+    """One input to encode, with its checked settings; picklable for worker processes."""
 
     source: str
     data: bytes | None
     model: str
-    quality: int | None
-    residual: str | None
-    target_size: int | None
-    target_bpp: float | None
-    refine_steps: int = 0
-    metadata: frozenset[str] = frozenset(METADATA_KINDS)
-    effort: int = DEFAULT_EFFORT
-    gating: bool = True
-    roi: Any = None  # a roi.RoiConfig, or None
-    chroma: str = DEFAULT_CHROMA  # the AVIF residual's chroma layout (444 or 420)
-
-
-def encode_options(task: EncodeTask) -> Any:
-    """The task's EncodeOptions (quality: the fixed one, else the default)."""
-    from semcodec.encoder.gating import GatingConfig
-    from semcodec.encoder.options import EncodeOptions
-    from semcodec.encoder.refine import RefineConfig
-
-    return EncodeOptions(
-        quality=DEFAULT_QUALITY if task.quality is None else task.quality,
-        effort=task.effort,
-        residual=task.residual or DEFAULT_RESIDUAL,
-        gating=GatingConfig(enabled=task.gating),
-        roi=task.roi,
-        refine=RefineConfig(steps=task.refine_steps) if task.refine_steps else None,
-        metadata=task.metadata,
-        chroma=task.chroma,
-    )
+    options: EncodeOptions = field(default_factory=EncodeOptions)  # EncodeOptions.from_kwargs
+    target: Target | None = None  # a size budget instead of options.quality (Target.of)
 
 
 def encode_work(task: EncodeTask) -> Outcome:
@@ -77,34 +49,16 @@ def encode_work(task: EncodeTask) -> Outcome:
     from semcodec.imageio import load_image
 
     codec = get_codec(task.model)  # shared by the process's tasks: the options go with each call
-    options = encode_options(task)
     image = load_image(image_source(task.source, task.data), codec.limits)
-    stats_by_quality = {}
-    # networks run once, however many qualities are tried
-    analysis = codec.analyse(image, options, progress)
-
-    def encode(quality: int) -> bytes:
-        """One encode, keeping its per-layer stats for the report."""
-        data, stats = codec.finish(analysis, options.but(quality=quality), progress)
-        stats_by_quality[quality] = stats
-        return data
-
-    warnings = list(image.warnings)
-    targeted = task.target_size is not None or task.target_bpp is not None
-    if targeted:  # no file over its budget: TargetNotMet, exit 1
-        budget = budget_of(task.target_size, task.target_bpp, image.width, image.height)
-        quality, data = fit_budget(encode, budget)
-    else:
-        quality = options.quality
-        data = encode(quality)
+    quality, data, stats = encode_to(codec, image, task.options, task.target, progress)
     info = {
         "width": image.width,
         "height": image.height,
         "quality": quality,
-        "targeted": targeted,
-        "layers": dict(stats_by_quality[quality].layer_bytes),
+        "targeted": task.target is not None,
+        "layers": dict(stats.layer_bytes),
     }
-    return Outcome(True, data, info=info, warnings=warnings)
+    return Outcome(True, data, info=info, warnings=list(image.warnings))
 
 
 def encode_worker(task: EncodeTask) -> Outcome:

@@ -26,6 +26,8 @@ from semcodec.cli.common import (
 from semcodec.cli.dataset import DatasetOptions, dataset_options
 from semcodec.decoder.info import bpp
 from semcodec.defaults import CHROMAS, DEFAULT_CHROMA, DEFAULT_MODEL, DEFAULT_RESIDUAL
+from semcodec.encoder.options import EncodeOptions
+from semcodec.encoder.ratecontrol import Target
 from semcodec.format import container
 from semcodec.format.classes import CLASSES
 
@@ -50,16 +52,6 @@ def _encode_report(name: str, out: str, o: Outcome) -> str:
     if o.info["targeted"]:
         text += f", quality {o.info['quality']}"
     return text
-
-
-def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) -> frozenset[str]:
-    """--metadata all|none|icc,exif,xmp → the kinds to keep (usage error otherwise)."""
-    from semcodec.format.metadata import parse_selection
-
-    try:
-        return parse_selection(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()
@@ -118,7 +110,6 @@ def _metadata_kinds(_ctx: click.Context, _param: click.Parameter, value: str) ->
     default="all",
     show_default=True,
     metavar="KINDS",
-    callback=_metadata_kinds,
     help="Metadata of the input to keep: all, none, or a comma list of icc, exif, xmp "
     "(EXIF orientation is applied to the pixels and stored as 1).",
 )
@@ -162,7 +153,7 @@ def encode(
     refine_steps: int,
     effort: int,
     chroma: str,
-    metadata: frozenset[str],
+    metadata: str,
     gating: bool,
     roi_spec: str | None,
     roi_strength: float | None,
@@ -172,39 +163,32 @@ def encode(
     dataset: DatasetOptions,
 ) -> None:
     """Encode images to .sem (default output: IN with suffix .sem; '-' is stdin/stdout)."""
-    roi_config = _roi_config(ctx, roi_spec, roi_strength)
-    if target_bpp is not None and target_size is not None:
-        raise click.UsageError("--target-bpp and --target-size cannot be used together")
-    if chroma != DEFAULT_CHROMA and (residual or DEFAULT_RESIDUAL) != "avif":
-        raise click.UsageError(f"--chroma {chroma} needs the avif residual, not {residual}")
-    if quality is not None and (target_bpp is not None or target_size is not None):
-        raise click.UsageError("-q cannot be combined with --target-bpp/--target-size")
+    options, target = _settings(
+        ctx,
+        quality,
+        target_size,
+        target_bpp,
+        effort=effort,
+        residual=residual,
+        chroma=chroma,
+        metadata=metadata,
+        gating=gating,
+        roi=roi_spec,
+        roi_strength=roi_strength,
+        refine=refine_steps,
+    )
     inputs, output = in_out_form(inputs, output, output_dir, {".sem"})
     inputs = tuple(dataset.inputs(inputs))
     check_io_args(inputs, output, output_dir)
     _check_encode_names(inputs, output)
-    if roi_config is not None and quality == 0:
+    if options.roi is not None and quality == 0:
         warning("--roi has no effect at -q 0 (no residual to steer); encoding without it")
     dataset.check(output)
     outputs = dataset.outputs(inputs, output, output_dir, ".sem")
 
     def make_task(inp: str, stdin_data: bytes | None) -> EncodeTask:
         """Bundle one input with the settings for a worker."""
-        return EncodeTask(
-            inp,
-            stdin_data if inp == STDIO else None,
-            model,
-            quality,
-            residual,
-            target_size,
-            target_bpp,
-            refine_steps,
-            metadata,
-            effort,
-            gating,
-            roi_config,
-            chroma,
-        )
+        return EncodeTask(inp, stdin_data if inp == STDIO else None, model, options, target)
 
     config = BatchConfig(
         tuple(inputs),
@@ -238,15 +222,21 @@ def _check_encode_names(inputs: Sequence[str], output: str | None) -> None:
         )
 
 
-def _roi_config(ctx: click.Context, spec: str | None, strength: float | None) -> Any:
-    """--roi and --roi-strength as a RoiConfig; a bad one is one error line and exit 2."""
-    from semcodec.encoder.roi_spec import RoiError, parse_roi
+def _settings(
+    ctx: click.Context,
+    quality: int | None,
+    target_size: int | None,
+    target_bpp: float | None,
+    **settings: Any,
+) -> tuple[EncodeOptions, Target | None]:
+    """The flags as the library's options and target (the checks of every entry point); a bad
+    combination is the library's one error line and exit 2."""
+    from semcodec.encoder.roi_spec import RoiError
 
-    if spec is None and strength is not None:
-        error("--roi-strength needs --roi")
-        ctx.exit(EXIT_USAGE)
     try:
-        return parse_roi(spec, strength)
-    except RoiError as exc:
-        error(f"--roi: {exc}")
+        target = Target.of(quality, target_size, target_bpp)
+        return EncodeOptions.from_kwargs(quality=quality, **settings), target
+    except ValueError as exc:  # an ROI's message names classes: the flag says where
+        error(f"--roi: {exc}" if isinstance(exc, RoiError) else str(exc))
         ctx.exit(EXIT_USAGE)
+        raise  # not reached: ctx.exit raises

@@ -26,12 +26,27 @@ from semcodec.format.roi import RoiConfig
 if TYPE_CHECKING:  # refine.py needs torch; options are built before torch is imported
     from semcodec.encoder.refine import RefineConfig
 
-__all__ = ["ANALYSIS_FIELDS", "EncodeOptions"]
+__all__ = ["ANALYSIS_FIELDS", "SETTINGS", "EncodeOptions"]
 
 # the fields ``Codec.analyse`` consumes: an Analysis is reused only with the same values
 ANALYSIS_FIELDS = ("refine", "metadata", "roi")
 # the AVIF residual's layout of each chroma setting (None: the coder's own choice)
 _LAYOUTS = {"444": None, "420": "4:2:0"}
+# the names every entry point takes (semcodec.encode, Pillow's save, the batch task, the CLI's
+# flags): EncodeOptions' fields, with roi_strength beside roi (EncodeOptions.from_kwargs)
+MAX_REFINE = 1000  # refinement steps (--refine-steps)
+SETTINGS = (
+    "quality",
+    "effort",
+    "residual",
+    "chroma",
+    "metadata",
+    "gating",
+    "roi",
+    "roi_strength",
+    "refine",
+    "enhance",
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,36 @@ class EncodeOptions:
         """These options with some fields changed (validated again); self when none are."""
         return replace(self, **changes) if changes else self
 
+    @classmethod
+    def from_kwargs(cls, **settings: Any) -> EncodeOptions:
+        """The one path from a user's settings (SETTINGS) to options, so every entry point takes
+        the same names and values and refuses a bad one with the same ValueError.
+
+        None is a setting's default; ``metadata`` is "all", "none", "icc,exif" or a set of
+        kinds; ``gating`` True/False or a GatingConfig; ``roi`` "car,pedestrian:2", a list, a
+        dict or a RoiConfig, with ``roi_strength`` (0..4); ``refine`` gradient steps (0: off)
+        or a RefineConfig.
+        """
+        unknown = sorted(set(settings) - set(SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown encode setting {unknown[0]!r}; known: {', '.join(SETTINGS)}")
+        given = {k: v for k, v in settings.items() if v is not None}
+        roi = given.pop("roi", None)
+        strength = given.pop("roi_strength", None)
+        if roi is not None or strength is not None:
+            from semcodec.encoder.roi_spec import parse_roi
+
+            given["roi"] = parse_roi(roi, strength)
+        if "metadata" in given:
+            given["metadata"] = _metadata_of(given["metadata"])
+        if "gating" in given:
+            given["gating"] = _gating_of(given["gating"])
+        if "refine" in given:
+            given["refine"] = _refine_of(given["refine"])
+        if "chroma" in given:
+            given["chroma"] = str(given["chroma"])
+        return cls(**given)
+
     def layout(self) -> str | None:
         """The residual layout every candidate is coded in; None: the backend's (4:4:4, and from
         LAYOUT_EFFORT 4:2:0 too where the residual is the image itself)."""
@@ -82,3 +127,31 @@ class EncodeOptions:
     def analysis_key(self) -> tuple[Any, ...]:
         """The values an Analysis depends on (ANALYSIS_FIELDS)."""
         return tuple(getattr(self, name) for name in ANALYSIS_FIELDS)
+
+
+def _metadata_of(value: Any) -> frozenset[str]:
+    """The metadata kinds of "all", "none", "icc,exif" or an iterable of kinds (one message)."""
+    from semcodec.format.metadata import parse_selection
+
+    text = value if isinstance(value, str) else ",".join(str(kind) for kind in value)
+    return parse_selection(text)
+
+
+def _gating_of(value: Any) -> GatingConfig:
+    """A GatingConfig of True/False or itself."""
+    if isinstance(value, GatingConfig):
+        return value
+    if isinstance(value, bool):
+        return GatingConfig(enabled=value)
+    raise ValueError(f"gating must be True, False or a GatingConfig, got {value!r}")
+
+
+def _refine_of(value: Any) -> RefineConfig | None:
+    """A RefineConfig of a number of gradient steps (0: none) or itself."""
+    from semcodec.encoder.refine_config import RefineConfig
+
+    if isinstance(value, RefineConfig):
+        return value if value.steps else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REFINE:
+        raise ValueError(f"refine must be 0..{MAX_REFINE} gradient steps, got {value!r}")
+    return RefineConfig(steps=value) if value else None

@@ -13,10 +13,20 @@ only where quality 1 does not fit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from semcodec.errors import SemcodecError
 
-__all__ = ["TargetNotMet", "budget_of", "bytes_for_bpp", "fit_budget", "search_quality"]
+__all__ = [
+    "Target",
+    "TargetNotMet",
+    "budget_of",
+    "bytes_for_bpp",
+    "fit_budget",
+    "encode_to",
+    "search_quality",
+]
 
 MIN_QUALITY = 0
 MAX_QUALITY = 100
@@ -25,6 +35,38 @@ BASE_ONLY = 0  # the quality that writes no residual: the base layer alone
 
 class TargetNotMet(SemcodecError):
     """No quality's file fits the budget: nothing is written (a script trusts the exit code)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A file budget in place of a quality: ``size`` bytes or ``bpp`` bits per pixel (one)."""
+
+    size: int | None = None
+    bpp: float | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a budget no file can be measured against, with the value in the message."""
+        if (self.size is None) == (self.bpp is None):
+            raise ValueError("give target_size or target_bpp, not both")
+        if self.size is not None and (isinstance(self.size, bool) or int(self.size) < 1):
+            raise ValueError(f"target_size must be at least 1 byte, got {self.size}")
+        if self.bpp is not None and not float(self.bpp) > 0:
+            raise ValueError(f"target_bpp must be above 0, got {self.bpp}")
+
+    @classmethod
+    def of(
+        cls, quality: int | None, target_size: int | None, target_bpp: float | None
+    ) -> Target | None:
+        """The target of an entry point's settings (None: encode at the quality), checked once."""
+        if target_size is None and target_bpp is None:
+            return None
+        if quality is not None:
+            raise ValueError("give quality or a target (target_size, target_bpp), not both")
+        return cls(target_size, target_bpp)
+
+    def budget(self, width: int, height: int) -> int:
+        """The byte budget of this target for an image of this size."""
+        return budget_of(self.size, self.bpp, width, height)
 
 
 def bytes_for_bpp(bpp: float, width: int, height: int) -> int:
@@ -116,3 +158,24 @@ def fit_budget(encode_fn: Callable[[int], bytes], max_bytes: int) -> tuple[int, 
             f"(quality {quality}); nothing written"
         )
     return quality, data
+
+
+def encode_to(
+    codec: Any, image: Any, options: Any, target: Target | None, progress: Any = None
+) -> tuple[int, bytes, Any]:
+    """(quality, file, its EncodeStats) of one encode at the options' quality, or at the
+    highest quality within ``target``: every entry point's encode, the networks run once."""
+    analysis = codec.analyse(image, options, progress)
+    stats = {}
+
+    def encode(quality: int) -> bytes:
+        """One quality's file, keeping its stats."""
+        data, stats[quality] = codec.finish(analysis, options.but(quality=quality), progress)
+        return data
+
+    if target is None:
+        quality, data = options.quality, encode(options.quality)
+    else:
+        budget = target.budget(analysis.img.width, analysis.img.height)
+        quality, data = fit_budget(encode, budget)
+    return quality, data, stats[quality]

@@ -19,35 +19,15 @@ table, and the decoder is untouched, so refined and unrefined files decode the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from semcodec import runtime
+from semcodec.encoder.refine_config import RefineConfig
 from semcodec.format.compact import table_neighbours
 from semcodec.models.compnet import quantize_ste
 from semcodec.models.context_model import ContextModel
 from semcodec.models.losses import ms_ssim_scales
-
-
-@dataclass(frozen=True)
-class RefineConfig:
-    """Gradient steps on the latents and the rate–distortion objective they minimise."""
-
-    steps: int = 0  # 0: off, CompNet's output is quantised directly (the default, see below)
-    lr: float = 0.06  # Adam step on the pre-tanh latents (a quantisation step is about 0.13)
-    mse_weight: float = 1000.0  # per mean squared error of [0,1] pixels
-    msssim_weight: float = 10.0  # per (1 - MS-SSIM)
-    rate_weight: float = 5.0  # per bit per pixel of the compact layer
-    # autocast the generator's forward/backward (the result is quantised anyway); None: only
-    # where bf16 is native and faster (runtime.bf16_decision), never emulated
-    bf16: bool | None = None
-
-    def __post_init__(self) -> None:
-        """Refuse settings that cannot describe an optimisation."""
-        if self.steps < 0 or self.lr <= 0:
-            raise ValueError(f"refinement needs steps >= 0 and lr > 0, got {self.steps}, {self.lr}")
 
 
 def rate_model(table: np.ndarray) -> ContextModel:
