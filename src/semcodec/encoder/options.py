@@ -45,8 +45,7 @@ SETTINGS = (
     "roi",
     "roi_strength",
     "refine",
-    "enhance",
-)
+)  # not ``enhance``: benchmarks' knob (the files without the ENHANCE layer), no flag
 
 
 @dataclass(frozen=True)
