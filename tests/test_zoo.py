@@ -39,6 +39,20 @@ def test_bundle_round_trip_and_hash_in_name(tmp_path) -> None:
                 assert torch.allclose(va.half().float(), vb)
 
 
+def test_a_bundles_class_offsets_are_typed_and_applied(tmp_path) -> None:
+    """The one behaviour a weights file's info carries is read through the bundle's typed
+    accessor, and it is what the map network runs with."""
+    from semcodec.models.segmentation import CLASS_NAMES
+
+    seg, comp, gen, table = _tiny_parts()
+    spec = registry.BundleSpec("biased", seg="tiny", compnet="tiny", generator="tiny")
+    info = {zoo.SEG_CLASS_BIAS: {"pole": 0.5}, "note": "test"}
+    loaded = zoo.load_bundle(str(zoo.save_bundle(tmp_path, spec, seg, comp, gen, table, info)))
+    assert loaded.seg_class_bias == {"pole": 0.5}
+    assert loaded.seg.cfg.class_bias[CLASS_NAMES.index("pole")] == 0.5
+    assert zoo.load_bundle("tiny").seg_class_bias == {}
+
+
 def _payload_that_creates(marker) -> bytes:
     """A torch.save'd file whose unpickling would call open(marker, "w") (creating the file)."""
 

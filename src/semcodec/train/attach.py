@@ -21,7 +21,7 @@ from semcodec.models.enhance import build_enhance, to_integer
 from semcodec.models.segmentation import build_segnet, parse_class_bias
 from semcodec.train.common import read_seg_source, trained_weights
 from semcodec.train.enhance import load_shards, split_shards
-from semcodec.zoo.bundles import load_bundle, save_bundle_in
+from semcodec.zoo.bundles import SEG_CLASS_BIAS, load_bundle, save_bundle_in
 
 
 def calibration_of(shards: list[dict], limit: int = 24) -> list[tuple[torch.Tensor, ...]]:
@@ -58,7 +58,7 @@ def attach(
     info = dict(src.info)
     seg = src.seg
     if seg_ckpt is not None:
-        info.pop("seg_class_bias", None)
+        info.pop(SEG_CLASS_BIAS, None)
         got = read_seg_source(seg_ckpt)
         weights, steps, hours, start = got.weights, got.steps, got.hours, got.start
         seg = build_segnet(seg_config or spec.seg)
@@ -101,9 +101,9 @@ def attach(
             enhance_held_out=json.loads(state.get("held_out", "{}")),
         )
     if seg_bias is not None:
-        info.pop("seg_class_bias", None)
+        info.pop(SEG_CLASS_BIAS, None)
         if seg_bias:
-            info["seg_class_bias"] = dict(seg_bias)
+            info[SEG_CLASS_BIAS] = dict(seg_bias)
     fixed_state = src.fixed.state if src.fixed is not None else None
     return save_bundle_in(
         dest, spec, seg, src.comp, src.gen, src.compact_table, info, fixed_state, enhancer, table

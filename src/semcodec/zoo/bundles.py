@@ -46,6 +46,8 @@ from semcodec.zoo.registry import (
 )
 
 FORMAT = 1
+# the one key of a weights file's free-form ``info`` that changes behaviour (seg_class_bias)
+SEG_CLASS_BIAS = "seg_class_bias"
 
 
 class Deferred:
@@ -131,6 +133,12 @@ class ModelBundle:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def seg_class_bias(self) -> dict[str, float]:
+        """The map network's per-class logit offsets this weights file records (applied at load
+        as SegConfig.class_bias): typed, so no caller reads ``info`` for behaviour."""
+        return seg_class_bias(self.info)
 
     def _comp_config(self) -> CompNetConfig:
         """CompNet's configuration, without building it."""
@@ -313,10 +321,15 @@ def _from_state(obj: dict, key: str, make: Callable[[Any], Any]) -> Deferred:
     return Deferred(build)
 
 
+def seg_class_bias(info: dict) -> dict[str, float]:
+    """The class offsets (class name -> logit offset; {}: none) a weights file's info records."""
+    return {str(k): float(v) for k, v in (info.get(SEG_CLASS_BIAS) or {}).items()}
+
+
 def _seg_config(config: str, info: dict, name: str) -> SegConfig:
     """The map network's registered configuration with the class offsets its file records."""
     try:
-        return with_class_bias(SEG_CONFIGS[config], info.get("seg_class_bias"))
+        return with_class_bias(SEG_CONFIGS[config], seg_class_bias(info))
     except (ValueError, TypeError, AttributeError) as exc:
         raise ModelError(f"model weights {name}: bad segmentation class offsets ({exc})") from None
 
