@@ -26,7 +26,7 @@ from semcodec.cli.common import (
 from semcodec.cli.dataset import DatasetOptions, dataset_options
 from semcodec.decoder.info import bpp
 from semcodec.defaults import CHROMAS, DEFAULT_CHROMA, DEFAULT_MODEL, DEFAULT_RESIDUAL
-from semcodec.encoder.options import EncodeOptions
+from semcodec.encoder.options import MAX_REFINE, EncodeOptions
 from semcodec.encoder.ratecontrol import Target
 from semcodec.format import container
 from semcodec.format.classes import CLASSES
@@ -88,7 +88,7 @@ def _encode_report(name: str, out: str, o: Outcome) -> str:
 )
 @click.option(
     "--refine-steps",
-    type=click.IntRange(0, 1000),
+    type=click.IntRange(0, MAX_REFINE),
     default=0,
     show_default=True,
     metavar="N",

@@ -32,9 +32,9 @@ __all__ = ["ANALYSIS_FIELDS", "SETTINGS", "EncodeOptions"]
 ANALYSIS_FIELDS = ("refine", "metadata", "roi")
 # the AVIF residual's layout of each chroma setting (None: the coder's own choice)
 _LAYOUTS = {"444": None, "420": "4:2:0"}
+MAX_REFINE = 1000  # refinement steps (--refine-steps)
 # the names every entry point takes (semcodec.encode, Pillow's save, the batch task, the CLI's
 # flags): EncodeOptions' fields, with roi_strength beside roi (EncodeOptions.from_kwargs)
-MAX_REFINE = 1000  # refinement steps (--refine-steps)
 SETTINGS = (
     "quality",
     "effort",
