@@ -207,10 +207,13 @@ class AvifAdapter(CodecAdapter):
     description = "AVIF (Pillow/libavif), 4:2:0, speed=6, setting = quality"
     default_settings = (0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75)
 
-    def __init__(self, speed: int = 6, threads: int = 1) -> None:
+    def __init__(self, speed: int = 6, threads: int = 1, subsampling: str = "4:2:0") -> None:
         self.speed = speed
         self.threads = threads
-        self.description = f"AVIF (Pillow/libavif), 4:2:0, speed={speed}, setting = quality"
+        self.subsampling = subsampling
+        self.description = (
+            f"AVIF (Pillow/libavif), {subsampling}, speed={speed}, setting = quality"
+        )
 
     def unavailable_reason(self) -> str | None:
         """Pillow < 11.3 or a build without libavif has no AVIF."""
@@ -223,7 +226,7 @@ class AvifAdapter(CodecAdapter):
             "AVIF",
             quality=int(setting),
             speed=self.speed,
-            subsampling="4:2:0",
+            subsampling=self.subsampling,
             max_threads=self.threads,
         )
 
@@ -235,6 +238,7 @@ class AvifAdapter(CodecAdapter):
         """Record the speed and the AV1 encoder libavif used."""
         d = super().info()
         d["speed"] = self.speed
+        d["subsampling"] = self.subsampling
         try:
             from PIL import _avif
 
