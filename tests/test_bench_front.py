@@ -58,9 +58,19 @@ def _records(name: str, scale: float, cpu: float, map_cpu: float | None = None) 
     out = []
     for i, (b, q) in enumerate(zip((0.2, 0.4, 0.8, 1.6), (30.0, 33.0, 36.0, 39.0), strict=True)):
         out.append(
-            {"image": "a", "codec": name, "setting": i, "bpp": b * scale, "psnr": q,
-             "msssim": 0.9, "msssim_db": q / 2, "ssimulacra2": q + 20, "encode_cpu_s": cpu,
-             "decode_cpu_s": 0.01, "map_cpu_s": map_cpu}  # fmt: skip
+            {
+                "image": "a",
+                "codec": name,
+                "setting": i,
+                "bpp": b * scale,
+                "psnr": q,
+                "msssim": 0.9,
+                "msssim_db": q / 2,
+                "ssimulacra2": q + 20,
+                "encode_cpu_s": cpu,
+                "decode_cpu_s": 0.01,
+                "map_cpu_s": map_cpu,
+            }  # fmt: skip
         )
     return out
 

@@ -211,9 +211,7 @@ class AvifAdapter(CodecAdapter):
         self.speed = speed
         self.threads = threads
         self.subsampling = subsampling
-        self.description = (
-            f"AVIF (Pillow/libavif), {subsampling}, speed={speed}, setting = quality"
-        )
+        self.description = f"AVIF (Pillow/libavif), {subsampling}, speed={speed}, setting = quality"
 
     def unavailable_reason(self) -> str | None:
         """Pillow < 11.3 or a build without libavif has no AVIF."""
