@@ -127,3 +127,25 @@ def test_cli_refuses_bad_lists_and_existing_outputs(tmp_path) -> None:
     assert out.read_text() == "keep"
     res = runner.invoke(bench, [*base, "--names", "b"])
     assert res.exit_code == 2 and "no image named b" in res.output
+
+
+def test_join_earlier_takes_the_configurations_this_run_lacks() -> None:
+    """New semcodec records joined with an earlier run's AVIF: the front comes from the
+    earlier records and the new effort is placed against it; other qualities are refused."""
+    from semcodec.bench.front import join_earlier
+
+    config = {"images": ["a.png"], "qualities": [0, 1, 2, 3], "anchor": ANCHOR}
+    earlier = {
+        "config": config,
+        "records": _records(ANCHOR, 1.0, 1.0)
+        + _records("avif-s2-444", 0.9, 4.0)
+        + _records("semcodec-e5", 2.0, 2.0),  # the old effort: replaced by the new one
+    }
+    new = {"config": dict(config), "records": _records("semcodec-e5", 0.85, 2.0, 0.5)}
+    joined = join_earlier(new, earlier)
+    row = joined["configurations"]["semcodec-e5"]
+    assert row["bd_rate"]["psnr"] == pytest.approx(-15.0, abs=1e-6)
+    assert row["beyond"]["psnr"] == pytest.approx(10.0, abs=1e-6)
+    assert joined["config"]["joined"] == [ANCHOR, "avif-s2-444"]
+    with pytest.raises(ValueError, match="qualities"):
+        join_earlier({**new, "config": {**config, "qualities": [1, 2, 3, 4]}}, earlier)

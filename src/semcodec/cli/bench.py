@@ -638,6 +638,14 @@ def roi_command(
 @click.option("--out", type=click.Path(path_type=Path), help="Result JSON.")
 @click.option("--markdown", "md_path", type=click.Path(path_type=Path), help="Markdown tables.")
 @click.option("--plot", type=click.Path(path_type=Path), help="BD-rate against CPU plot (PNG).")
+@click.option(
+    "--with",
+    "earlier",
+    type=_result_file,
+    default=None,
+    help="An earlier front run's JSON on the same images and qualities: its configurations "
+    "this run does not measure join the tables (e.g. AVIF measured once).",
+)
 @click.option("--force", is_flag=True, help="Overwrite existing --out/--markdown/--plot files.")
 def front_command(
     images_dir: Path,
@@ -655,6 +663,7 @@ def front_command(
     out: Path | None,
     md_path: Path | None,
     plot: Path | None,
+    earlier: Path | None,
     force: bool,
 ) -> None:
     """Speed–size front: semcodec's efforts, AVIF speeds (4:2:0, 4:4:4) and JPEG XL on one
@@ -674,6 +683,7 @@ def front_command(
     for path in (out, md_path, plot):
         if path is not None and path.exists() and not force:
             raise click.UsageError(f"{path} exists (not overwritten)")
+    prior = _earlier_run(earlier, images, quals)
     plan = plan_metrics(_metric_list(metrics_spec))
     cfg = _drop_jxl(cfg)
     try:
@@ -684,11 +694,31 @@ def front_command(
         images, cfg, quals, list(plan.extras), model=model, jobs=jobs, jxl_distances=distances
     )
     result["metrics"] = plan.info
+    if prior is not None:
+        result = front.join_earlier(result, prior)
     table, ledger = front.format_markdown(result), front.format_ledger(result)
     click.echo(table)
     click.echo(ledger)
     click.echo(f"run: {result['run_wall_s']:.0f} s wall", err=True)
     _write_front(result, out, md_path, plot, table, ledger)
+
+
+def _earlier_run(path: Path | None, images: list[Path], qualities: list[int]) -> dict | None:
+    """The --with run, refused before any encode unless its images and qualities are these."""
+    import json
+
+    if path is None:
+        return None
+    try:
+        prior = json.loads(path.read_text())
+        config = prior["config"]
+    except (ValueError, KeyError, TypeError):
+        raise click.UsageError(f"--with {path}: not a front run's JSON") from None
+    if config.get("images") != [str(p) for p in images]:
+        raise click.UsageError(f"--with {path}: measured other images")
+    if config.get("qualities") != qualities:
+        raise click.UsageError(f"--with {path}: measured qualities {config.get('qualities')}")
+    return prior
 
 
 def _front_configs(efforts: str, speeds: str, chroma: str, jxl: str, ungated: str) -> list:

@@ -11,7 +11,7 @@ configuration) and ``report`` (tables, plot).
 from semcodec.bench.front.configs import ANCHOR, Config, configurations, parse_ints
 from semcodec.bench.front.hull import beyond, front_at, lower_hull, pareto
 from semcodec.bench.front.report import format_ledger, format_markdown, plot_front
-from semcodec.bench.front.run import SCHEMA, run_front
+from semcodec.bench.front.run import SCHEMA, join_earlier, run_front
 
 __all__ = [
     "ANCHOR",
@@ -21,6 +21,7 @@ __all__ = [
     "configurations",
     "format_ledger",
     "format_markdown",
+    "join_earlier",
     "front_at",
     "lower_hull",
     "pareto",

@@ -17,7 +17,7 @@ from semcodec.bench.front.configs import ANCHOR, Config
 from semcodec.bench.front.measure import measure_image
 from semcodec.bench.front.summary import summarise
 
-__all__ = ["SCHEMA", "THREAD_VARS", "run_front"]
+__all__ = ["SCHEMA", "THREAD_VARS", "join_earlier", "run_front"]
 
 SCHEMA = "semcodec-front/1"
 #: Thread caps set before torch starts in a worker (set_num_threads alone comes too late).
@@ -118,3 +118,30 @@ def _collect(results: Any, work: list, records: list, log: Any, t0: float) -> No
             elapsed = time.perf_counter() - t0
             print(f"[{i}/{len(work)} {elapsed:.0f}s] {job[0].name} {Path(job[1]).stem}{note}",
                   file=log, flush=True)  # fmt: skip
+
+
+def join_earlier(result: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """This run with the configurations only an earlier run of the same images and
+    qualities measured (e.g. AVIF, measured once, beside new semcodec efforts), summed up
+    again; ValueError when the runs' images or qualities differ."""
+    for key in ("images", "qualities", "anchor"):
+        if result["config"][key] != earlier["config"][key]:
+            raise ValueError(f"the earlier run has other {key}: {earlier['config'][key]}")
+    ours = {r["codec"] for r in result["records"]}
+    taken = [r for r in earlier["records"] if r["codec"] not in ours]
+    records = result["records"] + taken
+    order = {name: list(rows) for name, rows in _settings(records).items()}
+    avif = [n for n in order if n.startswith("avif-")]
+    joined = {**result, "records": records, **summarise(records, order, ANCHOR, avif)}
+    joined["config"] = {**result["config"], "joined": sorted({r["codec"] for r in taken})}
+    return joined
+
+
+def _settings(records: Sequence[dict[str, Any]]) -> dict[str, list]:
+    """Each configuration's settings in the order first seen."""
+    out: dict[str, list] = {}
+    for r in records:
+        seen = out.setdefault(r["codec"], [])
+        if r["setting"] not in seen:
+            seen.append(r["setting"])
+    return out
