@@ -337,17 +337,21 @@ def test_fit_rows_takes_every_nth_whole_strip() -> None:
 
 def test_sampled_fit_sees_only_its_strips() -> None:
     """Strips 0 and 2 take the network's correction, strips 1 and 3 none: the fit on every
-    second strip finds the gain of strips 0 and 2 alone, well above the whole picture's, and
-    the sampled choice keeps the layer on every tile."""
+    second strip finds the gains of strips 0 and 2 alone (class 0 well above the whole
+    picture's, where strip 1 halves it), leaves class 1 (strip 3 only) as trained, and the
+    sampled choice keeps the layer on every tile."""
     from semcodec.encoder.enhance import choose_sampled
 
     enh, decoded, labels = _strips()
+    labels[16:24], labels[24:32] = 2, 1  # strips 0 and 1 of class 0, 2 of class 2, 3 of 1
     original = _corrected(enh, decoded, labels)
     for y in (64, 192):
         original[y : y + 64] = decoded[y : y + 64]
+    original[:64, :64] = decoded[:64, :64]  # a tile a per-tile choice would switch off
     sampled = choose_sampled(enh, original, decoded, labels, 50, 3, stride=2)
     whole = choose(enh, original, decoded, labels, 50, 3)
     rows = np.r_[0:64, 128:192]
     seen = choose(enh, original[rows], decoded[rows], labels[rows[::8] // 8], 50, 3)
     assert sampled.adjust.gains[0] == seen.adjust.gains[0] >= whole.adjust.gains[0] + 2
-    assert sampled.adjust.tiles is None
+    assert sampled.adjust.gains[1] == GAIN_ONE  # class 1 is not in the sample: as trained
+    assert seen.adjust.tiles is not None and sampled.adjust.tiles is None
