@@ -79,3 +79,20 @@ def test_cli_effort(tmp_path):
     assert (tmp_path / "e9.sem").read_bytes() == want
     r = run(cli, ["encode", str(tmp_path / "a.png"), "--model", "tiny", "--effort", "0"])
     assert r.exit_code == 2 and "effort" in r.output.lower()
+
+
+def test_residual_passes_its_libaom_options(monkeypatch):
+    """AOM_OPTIONS reach libaom (the payload changes without them) and the decoder reads
+    either payload, which carries what it needs."""
+    from semcodec.format import residual_avif
+    from semcodec.format.residual_avif import AvifBackend
+
+    res = _image().astype(np.int16) - 128
+    backend = AvifBackend()
+    with_options = backend.encode(res, 80, 5)
+    monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {})
+    without = backend.encode(res, 80, 5)
+    assert with_options != without
+    for data in (with_options, without):
+        out = backend.decode(data, *res.shape[:2]).astype(int)
+        assert np.abs(out - res).mean() < 8
