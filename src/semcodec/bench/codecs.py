@@ -571,12 +571,18 @@ register_codec("jpeg", _simple(JpegAdapter))
 register_codec("webp", _simple(WebpAdapter))
 register_codec("jpeg2000", _simple(Jpeg2000Adapter))
 register_codec("avif", lambda threads=1, **_: AvifAdapter(threads=threads))
-# AVIF at the libaom speed semcodec's effort uses (11 - effort): so that a slower residual
-# search alone does not count as semcodec's gain at high effort
-register_codec(
-    "avif-effort",
-    lambda threads=1, effort=DEFAULT_EFFORT, **_: AvifAdapter(speed=11 - effort, threads=threads),
-)
+
+
+# AVIF at the libaom speed semcodec's effort uses (residual_avif.speed_for): so that a slower
+# residual search alone does not count as semcodec's gain at high effort
+def _avif_effort(threads: int = 1, effort: int = DEFAULT_EFFORT, **_: Any) -> AvifAdapter:
+    """AVIF (4:2:0) at the speed of semcodec's residual at this effort."""
+    from semcodec.format.residual_avif import speed_for
+
+    return AvifAdapter(speed=speed_for(effort), threads=threads)
+
+
+register_codec("avif-effort", _avif_effort)
 register_codec("jxl", lambda threads=1, **_: JxlAdapter(threads=threads))
 register_codec(
     "semcodec",

@@ -20,8 +20,8 @@ quality 100. A file with no prediction anywhere codes the image itself, where 4:
 less: from effort 6 the encoder codes both and keeps the cheaper by PSNR (on 12 held-out
 BSDS500 training photos, 4:4:4 of the image cost 0.9 % more than 4:2:0, BD-rate over RGB
 PSNR; gating.LAYOUT_EFFORT says why it is not the default). ``--chroma 420`` (EncodeOptions
-.chroma) codes every residual 4:2:0; docs/benchmarks.md has its measurement. The thread count is fixed and the speed a function of the effort level (libaom
-speed 11 - effort, 6 by default), so the payload is deterministic.
+.chroma) codes every residual 4:2:0; docs/benchmarks.md has its measurement. The thread count is fixed and the speed a function of the effort level (``SPEEDS``, 6 by
+default), so the payload is deterministic.
 """
 
 from __future__ import annotations
@@ -225,11 +225,18 @@ def from_uint8(r8: np.ndarray, num: int, den: int, offset: int) -> np.ndarray:
     return np.clip(r, RESIDUAL_MIN, RESIDUAL_MAX).astype(np.int16)
 
 
+#: libaom speed of each effort (1..9). The map and the enhancement cost about 0.5 CPU-s of
+#: a Kodak image at every effort, so a speed above 6 saves little of an effort's CPU for many
+#: bytes (speed 8 against 6: +18 % at equal PSNR for 0.2 s): efforts 3-5 share speed 6 and
+#: differ in the enhancement's fit (encoder/enhance.FIT_STRIDES), 6-9 spend more on AV1.
+SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 4, 8: 3, 9: 2}
+
+
 def speed_for(effort: int) -> int:
-    """libaom speed of an effort level: 1 → 10 (fastest) .. 5 → 6 (default) .. 9 → 2."""
+    """libaom speed of an effort level (SPEEDS: 1 → 8 .. 5 → 6, the default .. 9 → 2)."""
     if effort not in EFFORTS:
         raise ValueError(f"effort must be 1..9, got {effort}")
-    return 11 - int(effort)
+    return SPEEDS[int(effort)]
 
 
 @contextmanager
@@ -304,7 +311,7 @@ class AvifBackend(ResidualBackend):
         guide: np.ndarray | None = None,
     ) -> bytes:
         """Map to 8 bits and encode; ``quality`` is passed to AVIF unchanged (0..100), effort
-        e to libaom's speed 11 - e (effort 5: speed 6), ``layout`` the chroma subsampling
+        to libaom's speed (``SPEEDS``; effort 5: speed 6), ``layout`` the chroma subsampling
         (4:4:4 by default; the AV1 data records it, so decoding needs no flag). ``guide``
         (roi.rate_guide) steers libaom's delta-q per superblock; the AV1 data carries the
         quantisers, so the decoder is unchanged."""
