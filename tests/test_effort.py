@@ -82,13 +82,14 @@ def test_cli_effort(tmp_path):
 
 
 def test_residual_passes_its_libaom_options(monkeypatch):
-    """AOM_OPTIONS reach libaom (the payload changes without them) and the decoder reads
-    either payload, which carries what it needs."""
+    """AOM_OPTIONS (none by default) reach libaom when given (the payload changes) and the
+    decoder reads either payload, which carries what it needs."""
     from semcodec.format import residual_avif
     from semcodec.format.residual_avif import AvifBackend
 
     res = _image().astype(np.int16) - 128
     backend = AvifBackend()
+    monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {"deltaq-mode": "0", "sharpness": "1"})
     with_options = backend.encode(res, 80, 5)
     monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {})
     without = backend.encode(res, 80, 5)

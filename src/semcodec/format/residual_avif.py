@@ -62,12 +62,12 @@ _OFFSET = 128
 _THREADS = 1  # fixed (not the machine's core count) for the same reason
 _SUBSAMPLING = "4:4:4"
 _LAYOUTS = ("4:4:4", "4:2:0")
-#: libaom options of the residual's encodes without an ROI guide (which sets its own delta-q).
-#: libavif 1.4's default tune (iq) varies the quantiser per block by a visual measure and
-#: raises chroma's; with both off and loop-filter sharpness 1, AVIF 4:4:4 at speed 6 on 5
-#: BSDS500 training photos (qualities 10-85) took -3.8 % bytes at equal PSNR, -0.3 % at equal
-#: MS-SSIM dB, -0.6 % at equal SSIMULACRA 2, and 6 % less CPU (docs/benchmarks.md, the front).
-AOM_OPTIONS = {"deltaq-mode": "0", "enable-chroma-deltaq": "0", "sharpness": "1"}
+#: libaom options of the residual's encodes without an ROI guide (which sets its own delta-q):
+#: none, libavif's defaults (tune iq). Off with deltaq-mode 0, chroma delta-q off and sharpness
+#: 1, AVIF 4:4:4 on 5 BSDS500 training photos took 3.8 % fewer bytes at equal PSNR and about
+#: as many at equal MS-SSIM and SSIMULACRA 2, but semcodec's efforts on the six Kodak images
+#: of the front gained ~1 point in PSNR and lost 8-9 in MS-SSIM dB and 13 in SSIMULACRA 2.
+AOM_OPTIONS: dict[str, str] = {}
 
 
 def _box(kind: bytes, body: bytes) -> bytes:
