@@ -155,9 +155,10 @@ LAYOUT_EFFORT = 9
 # every tile codes the image itself without running CompNet or the generator. On 40 BSDS500
 # training photos at effort 5 with the full search, at qualities 10, 25, 40, 55, 70, 85 and 95
 # one image took the generator everywhere (at 70) and at most 0.16 % of the tiles took the base
-# (mean over images, at 70); at quality 5 one image took the generator everywhere. The search
-# (CompNet, the generator, a second AV1 encode) cost effort 7 more CPU than AV1 speed 4 itself
-# for files that keep no prediction, so only the top effort searches at every quality
+# (mean over images, at 70); at quality 5 one image took the generator everywhere. At effort 7
+# the search and the 4:2:0 trial took 6.6 of 9.2 CPU-s per Kodak image (the front benchmark,
+# docs/benchmarks.md) for files no smaller than one AV1 encode at the same speed, so only the
+# top effort searches at every quality
 SEARCH_EFFORT = 9
 SEARCH_QUALITY = 10
 
