@@ -22,7 +22,7 @@ def _image() -> np.ndarray:
 
 
 def test_effort_maps_to_libaom_speed():
-    assert [speed_for(e) for e in range(1, 10)] == [10, 9, 8, 7, 6, 5, 4, 3, 2]
+    assert [speed_for(e) for e in range(1, 10)] == [8, 7, 6, 6, 6, 5, 4, 3, 2]
     for bad in (0, 10):
         with pytest.raises(ValueError, match="effort must be 1..9"):
             speed_for(bad)
@@ -82,3 +82,21 @@ def test_cli_effort(tmp_path):
     assert (tmp_path / "e9.sem").read_bytes() == want
     r = run(cli, ["encode", str(tmp_path / "a.png"), "--model", "tiny", "--effort", "0"])
     assert r.exit_code == 2 and "effort" in r.output.lower()
+
+
+def test_residual_passes_its_libaom_options(monkeypatch):
+    """AOM_OPTIONS (none by default) reach libaom when given (the payload changes) and the
+    decoder reads either payload, which carries what it needs."""
+    from semcodec.format import residual_avif
+    from semcodec.format.residual_avif import AvifBackend
+
+    res = _image().astype(np.int16) - 128
+    backend = AvifBackend()
+    monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {"deltaq-mode": "0", "sharpness": "1"})
+    with_options = backend.encode(res, 80, 5)
+    monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {})
+    without = backend.encode(res, 80, 5)
+    assert with_options != without
+    for data in (with_options, without):
+        out = backend.decode(data, *res.shape[:2]).astype(int)
+        assert np.abs(out - res).mean() < 8

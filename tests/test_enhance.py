@@ -299,3 +299,61 @@ def test_unknown_map_round_trip_and_info() -> None:
 
     with pytest.raises(ValueError):
         encode_map(ids, Codec("tiny").bundle.map_symbols)
+
+
+def _corrected(enh: IntEnhancer, decoded: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The decoded picture with the network's correction at gain 1: a picture it fits."""
+    corr = enh.correction(decoded, labels, 50)
+    return apply(decoded, corr, labels, neutral(enh.classes), enh.classes)
+
+
+def _strips(h: int = 256, w: int = 128) -> tuple[IntEnhancer, np.ndarray, np.ndarray]:
+    """A random network, a noisy picture and an empty map (one class)."""
+    _, table = random_enhancer("small", seed=7)
+    enh = IntEnhancer(table)
+    decoded = _picture(h, w, seed=2)
+    return enh, decoded, np.zeros((h // 8, w // 8), np.int64)
+
+
+def test_choice_picture_is_what_the_decoder_applies() -> None:
+    """With tiles switched off (where the original is the decoded picture itself) the
+    choice's picture is apply's with the chosen mask: what a decoder shows."""
+    enh, decoded, labels = _strips(128, 128)
+    original = _corrected(enh, decoded, labels)
+    original[:64] = decoded[:64]  # the top tiles lose by the layer
+    c = choose(enh, original, decoded, labels, 50, 5)
+    assert c.adjust.tiles is not None and c.adjust.tiles[1].all() and not c.adjust.tiles[0].any()
+    corr = enh.correction(decoded, labels, 50)
+    assert np.array_equal(c.picture, apply(decoded, corr, labels, c.adjust, enh.classes))
+
+
+def test_fit_rows_takes_every_nth_whole_strip() -> None:
+    from semcodec.encoder.enhance import fit_rows
+
+    rows = fit_rows(300, 2)
+    assert rows is not None
+    assert np.array_equal(rows, np.r_[0:64, 128:192])
+    assert fit_rows(127, 2) is None  # one whole strip: no smaller sample
+    assert fit_rows(640, 1) is None
+
+
+def test_sampled_fit_sees_only_its_strips() -> None:
+    """Strips 0 and 2 take the network's correction, strips 1 and 3 none: the fit on every
+    second strip finds the gains of strips 0 and 2 alone (class 0 well above the whole
+    picture's, where strip 1 halves it), leaves class 1 (strip 3 only) as trained, and the
+    sampled choice keeps the layer on every tile."""
+    from semcodec.encoder.enhance import choose_sampled
+
+    enh, decoded, labels = _strips()
+    labels[16:24], labels[24:32] = 2, 1  # strips 0 and 1 of class 0, 2 of class 2, 3 of 1
+    original = _corrected(enh, decoded, labels)
+    for y in (64, 192):
+        original[y : y + 64] = decoded[y : y + 64]
+    original[:64, :64] = decoded[:64, :64]  # a tile a per-tile choice would switch off
+    sampled = choose_sampled(enh, original, decoded, labels, 50, 3, stride=2)
+    whole = choose(enh, original, decoded, labels, 50, 3)
+    rows = np.r_[0:64, 128:192]
+    seen = choose(enh, original[rows], decoded[rows], labels[rows[::8] // 8], 50, 3)
+    assert sampled.adjust.gains[0] == seen.adjust.gains[0] >= whole.adjust.gains[0] + 2
+    assert sampled.adjust.gains[1] == GAIN_ONE  # class 1 is not in the sample: as trained
+    assert seen.adjust.tiles is not None and sampled.adjust.tiles is None

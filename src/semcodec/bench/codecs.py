@@ -207,10 +207,11 @@ class AvifAdapter(CodecAdapter):
     description = "AVIF (Pillow/libavif), 4:2:0, speed=6, setting = quality"
     default_settings = (0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75)
 
-    def __init__(self, speed: int = 6, threads: int = 1) -> None:
+    def __init__(self, speed: int = 6, threads: int = 1, subsampling: str = "4:2:0") -> None:
         self.speed = speed
         self.threads = threads
-        self.description = f"AVIF (Pillow/libavif), 4:2:0, speed={speed}, setting = quality"
+        self.subsampling = subsampling
+        self.description = f"AVIF (Pillow/libavif), {subsampling}, speed={speed}, setting = quality"
 
     def unavailable_reason(self) -> str | None:
         """Pillow < 11.3 or a build without libavif has no AVIF."""
@@ -223,7 +224,7 @@ class AvifAdapter(CodecAdapter):
             "AVIF",
             quality=int(setting),
             speed=self.speed,
-            subsampling="4:2:0",
+            subsampling=self.subsampling,
             max_threads=self.threads,
         )
 
@@ -235,6 +236,7 @@ class AvifAdapter(CodecAdapter):
         """Record the speed and the AV1 encoder libavif used."""
         d = super().info()
         d["speed"] = self.speed
+        d["subsampling"] = self.subsampling
         try:
             from PIL import _avif
 
@@ -569,12 +571,18 @@ register_codec("jpeg", _simple(JpegAdapter))
 register_codec("webp", _simple(WebpAdapter))
 register_codec("jpeg2000", _simple(Jpeg2000Adapter))
 register_codec("avif", lambda threads=1, **_: AvifAdapter(threads=threads))
-# AVIF at the libaom speed semcodec's effort uses (11 - effort): so that a slower residual
-# search alone does not count as semcodec's gain at high effort
-register_codec(
-    "avif-effort",
-    lambda threads=1, effort=DEFAULT_EFFORT, **_: AvifAdapter(speed=11 - effort, threads=threads),
-)
+
+
+# AVIF at the libaom speed semcodec's effort uses (residual_avif.speed_for): so that a slower
+# residual search alone does not count as semcodec's gain at high effort
+def _avif_effort(threads: int = 1, effort: int = DEFAULT_EFFORT, **_: Any) -> AvifAdapter:
+    """AVIF (4:2:0) at the speed of semcodec's residual at this effort."""
+    from semcodec.format.residual_avif import speed_for
+
+    return AvifAdapter(speed=speed_for(effort), threads=threads)
+
+
+register_codec("avif-effort", _avif_effort)
 register_codec("jxl", lambda threads=1, **_: JxlAdapter(threads=threads))
 register_codec(
     "semcodec",

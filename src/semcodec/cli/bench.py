@@ -618,3 +618,182 @@ def roi_command(
     if plot_path is not None:
         roi.plot(result, plot_path)
     click.echo(roi.summary(result))
+
+
+@bench.command("front")
+@click.option(
+    "--images",
+    "images_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Directory of test images (e.g. Kodak).",
+)
+@click.option(
+    "--names",
+    default=None,
+    help="Comma-separated image file stems to use (e.g. kodim01,kodim03); default: all.",
+)
+@click.option("--efforts", default="1,3,5,7,9", show_default=True, help="semcodec efforts.")
+@click.option("--avif-speeds", default="0,1,2,3,4,5,6,7,8,9", show_default=True,
+              help="AVIF (Pillow/libavif) speeds; 6 in 4:2:0, the anchor, always runs.")  # fmt: skip
+@click.option("--avif-chroma", default="420,444", show_default=True, help="AVIF chroma layouts.")
+@click.option("--jxl-efforts", default="3,7", show_default=True,
+              help="JPEG XL efforts (skipped with a note when imagecodecs is not installed).")  # fmt: skip
+@click.option("--ungated", default="", help="semcodec efforts also run with gating off (ledger).")
+@click.option("--qualities", default="10,30,50,70,90", show_default=True,
+              help="Quality settings, the same for semcodec and AVIF (0..100).")  # fmt: skip
+@click.option("--jxl-distances", default="8,4,2.5,1.5,1", show_default=True,
+              help="JPEG XL Butteraugli distances (its settings in place of qualities).")  # fmt: skip
+@click.option("--model", default="default", show_default=True, help="semcodec model name.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes (each runs one thread; CPU seconds are per process).")  # fmt: skip
+@click.option(
+    "--metrics",
+    "metrics_spec",
+    default=_DEFAULT_METRICS,
+    show_default=True,
+    help="Quality metrics (PSNR and MS-SSIM always; ssimulacra2 where installed).",
+)
+@click.option("--out", type=click.Path(path_type=Path), help="Result JSON.")
+@click.option("--markdown", "md_path", type=click.Path(path_type=Path), help="Markdown tables.")
+@click.option("--plot", type=click.Path(path_type=Path), help="BD-rate against CPU plot (PNG).")
+@click.option(
+    "--with",
+    "earlier",
+    type=_result_file,
+    default=None,
+    help="An earlier front run's JSON on the same images and qualities: its configurations "
+    "this run does not measure join the tables (e.g. AVIF measured once).",
+)
+@click.option("--force", is_flag=True, help="Overwrite existing --out/--markdown/--plot files.")
+def front_command(
+    images_dir: Path,
+    names: str | None,
+    efforts: str,
+    avif_speeds: str,
+    avif_chroma: str,
+    jxl_efforts: str,
+    ungated: str,
+    qualities: str,
+    jxl_distances: str,
+    model: str,
+    jobs: int,
+    metrics_spec: str,
+    out: Path | None,
+    md_path: Path | None,
+    plot: Path | None,
+    earlier: Path | None,
+    force: bool,
+) -> None:
+    """Speed–size front: semcodec's efforts, AVIF speeds (4:2:0, 4:4:4) and JPEG XL on one
+    thread each; BD-rates against AVIF speed 6 4:2:0, CPU seconds per image, and how far each
+    configuration lies beyond the AVIF front at its own encode CPU (with the map's CPU and
+    without it)."""
+    from semcodec.bench import front
+    from semcodec.bench.quality import plan_metrics
+    from semcodec.imageio import list_images
+
+    try:
+        cfg = _front_configs(efforts, avif_speeds, avif_chroma, jxl_efforts, ungated)
+        quals = front.parse_ints(qualities, 0, 100, "--qualities")
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    images = _named_images(list_images(images_dir), names)
+    for path in (out, md_path, plot):
+        if path is not None and path.exists() and not force:
+            raise click.UsageError(f"{path} exists (not overwritten)")
+    prior = _earlier_run(earlier, images, quals)
+    plan = plan_metrics(_metric_list(metrics_spec))
+    cfg = _drop_jxl(cfg)
+    try:
+        distances = [float(d) for d in jxl_distances.split(",") if d.strip()]
+    except ValueError:
+        raise click.UsageError(f"--jxl-distances: not numbers: {jxl_distances!r}") from None
+    result = front.run_front(
+        images, cfg, quals, list(plan.extras), model=model, jobs=jobs, jxl_distances=distances
+    )
+    result["metrics"] = plan.info
+    if prior is not None:
+        result = front.join_earlier(result, prior)
+    table, ledger = front.format_markdown(result), front.format_ledger(result)
+    click.echo(table)
+    click.echo(ledger)
+    click.echo(f"run: {result['run_wall_s']:.0f} s wall", err=True)
+    _write_front(result, out, md_path, plot, table, ledger)
+
+
+def _earlier_run(path: Path | None, images: list[Path], qualities: list[int]) -> dict | None:
+    """The --with run, refused before any encode unless its images and qualities are these."""
+    import json
+
+    if path is None:
+        return None
+    try:
+        prior = json.loads(path.read_text())
+        config = prior["config"]
+    except (ValueError, KeyError, TypeError):
+        raise click.UsageError(f"--with {path}: not a front run's JSON") from None
+    if config.get("images") != [str(p) for p in images]:
+        raise click.UsageError(f"--with {path}: measured other images")
+    if config.get("qualities") != qualities:
+        raise click.UsageError(f"--with {path}: measured qualities {config.get('qualities')}")
+    return prior
+
+
+def _front_configs(efforts: str, speeds: str, chroma: str, jxl: str, ungated: str) -> list:
+    """The run's configurations from the command's lists (ValueError on a bad value)."""
+    from semcodec.bench import front
+
+    return front.configurations(
+        front.parse_ints(efforts, 1, 9, "--efforts"),
+        front.parse_ints(speeds, 0, 10, "--avif-speeds"),
+        [c.strip() for c in chroma.split(",") if c.strip()],
+        front.parse_ints(jxl, 1, 10, "--jxl-efforts"),
+        front.parse_ints(ungated, 1, 9, "--ungated"),
+    )
+
+
+def _named_images(images: list[Path], names: str | None) -> list[Path]:
+    """The images whose stems are listed (all when none are); a missing one is a usage error."""
+    if not names:
+        if not images:
+            raise click.UsageError("no images found")
+        return images
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    by_stem = {p.stem: p for p in images}
+    missing = [n for n in wanted if n not in by_stem]
+    if missing:
+        raise click.UsageError(f"no image named {missing[0]} in the folder")
+    return [by_stem[n] for n in wanted]
+
+
+def _drop_jxl(configs: list) -> list:
+    """The configurations without JPEG XL where imagecodecs is missing (with one note)."""
+    from semcodec.bench.codecs import JxlAdapter
+
+    if not any(c.codec == "jxl" for c in configs):
+        return configs
+    reason = JxlAdapter().unavailable_reason()
+    if reason is None:
+        return configs
+    click.echo(f"note: JPEG XL left out: {reason}", err=True)
+    return [c for c in configs if c.codec != "jxl"]
+
+
+def _write_front(
+    result: dict, out: Path | None, md_path: Path | None, plot: Path | None, *tables: str
+) -> None:
+    """The result JSON, the Markdown tables and the plot, each where asked."""
+    import json
+
+    from semcodec.bench import front
+    from semcodec.bench.rd.results import jsonable
+
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(jsonable(result), indent=1) + "\n")
+    if md_path is not None:
+        md_path.parent.mkdir(parents=True, exist_ok=True)
+        md_path.write_text("\n\n".join(t for t in tables if t) + "\n")
+    if plot is not None and not front.plot_front(result, plot):
+        click.echo("note: matplotlib not installed, no plot", err=True)

@@ -304,8 +304,9 @@ class Codec:
         data = container.pack(header, layers)
         if opts.enhance and self.bundle.enh_table is not None:
             _began(progress, "enhance")
-            data, layers = enhance.enhanced_file(self.decoder, data, header, layers, img.rgb, opts)
-            clock("enhance")
+            data, layers = enhance.enhanced_file(
+                self.decoder, data, header, layers, img.rgb, opts, clock
+            )
         sizes = {k.name.lower(): len(v) for k, v in layers.items()}
         clock("pack")
         return data, EncodeStats(layer_bytes=sizes, total_bytes=len(data), times=times)

@@ -11,6 +11,7 @@ and keeps that update only where the file with it costs less than the file witho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,13 @@ from semcodec.intgrid.enhancer import (
     class_rows,
 )
 
+#: The encoder's stage clock names of the enhancement: the decode of the plain file, the fit of
+#: gains (offsets) and tiles with the network's correction, the adaptation (effort 8, 9) and the
+#: check of which file costs least, with the packing of the chosen one.
+ENHANCE_STAGES = ("enhance_decode", "enhance_fit", "enhance_adapt", "enhance_check")
+#: effort → the fit sees every n-th strip of 64-pixel tiles only, the network run there alone,
+#: and the layer covers every tile (efforts not listed: the whole picture, per-tile switching)
+FIT_STRIDES: dict[int, int] = {1: 4, 2: 4, 3: 4, 4: 2, 5: 2}
 ADAPT_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
 MIN_PIXELS = 256  # a class with fewer pixels keeps the trained gain and no offset
 
@@ -75,9 +83,11 @@ def choose(
     effort: int,
     tile: int = 64,
     update: Update | None = None,
+    tiles: bool = True,
 ) -> EnhanceChoice:
-    """Fit gains (and offsets) to this image, then switch off the tiles it makes worse;
-    ``update``: the network's class bias rows changed as a file may say."""
+    """Fit gains (and offsets) to this image, then switch off the tiles it makes worse
+    (``tiles`` False: every tile keeps the layer); ``update``: the network's class bias rows
+    changed as a file may say."""
     classes = enhancer.classes
     corr = enhancer.correction(decoded, labels, quality, update)
     h, w = decoded.shape[:2]
@@ -99,15 +109,48 @@ def choose(
     th, tw = -(-h // tile), -(-w // tile)
     pad = ((0, th * tile - h), (0, tw * tile - w))
     gain_map = np.pad(err_before - err_after, pad).reshape(th, tile, tw, tile).sum((1, 3))
-    tiles = gain_map > 0
-    if tiles.all():
+    on = gain_map > 0 if tiles else np.ones((th, tw), bool)
+    if on.all():
         adjust = full
-    else:
-        adjust = Adjust(gains, offs, tiles, tile, update)
-        enhanced = apply(decoded, corr, labels, adjust, classes)
+    else:  # apply's tile mask leaves the decoded pixels: the same as masking the full result
+        adjust = Adjust(gains, offs, on, tile, update)
+        mask = np.repeat(np.repeat(on, tile, 0), tile, 1)[:h, :w, None]
+        enhanced = np.where(mask, enhanced, decoded)
     mse_before = float(err_before.mean() / 3)
     mse_after = float(((original.astype(np.float32) - enhanced) ** 2).mean(dtype=np.float64))
     return EnhanceChoice(adjust, enhanced, mse_before, mse_after)
+
+
+def fit_rows(height: int, stride: int, tile: int = 64) -> np.ndarray | None:
+    """The picture rows of every ``stride``-th whole strip of tiles (the first in each group of
+    ``stride``): the sample a cheap fit sees; None when it would not be smaller than the
+    picture or would hold no whole strip."""
+    whole = height // tile
+    if stride <= 1 or whole < stride:
+        return None
+    starts = np.arange(0, whole, stride) * tile
+    return (starts[:, None] + np.arange(tile)[None, :]).ravel()
+
+
+def choose_sampled(
+    enhancer: IntEnhancer,
+    original: np.ndarray,
+    decoded: np.ndarray,
+    labels: np.ndarray,
+    quality: int,
+    effort: int,
+    stride: int,
+    tile: int = 64,
+) -> EnhanceChoice:
+    """The gains (and offsets) fitted on every ``stride``-th strip of tiles, the network run
+    there only, every tile keeping the layer; the errors are the sample's (the whole picture
+    when it is too small to sample)."""
+    rows = fit_rows(decoded.shape[0], stride, tile)
+    if rows is None:
+        return choose(enhancer, original, decoded, labels, quality, effort, tile, tiles=False)
+    lab = labels[np.unique(rows // 8)]
+    part = choose(enhancer, original[rows], decoded[rows], lab, quality, effort, tile, tiles=False)
+    return EnhanceChoice(part.adjust, decoded, part.mse_before, part.mse_after)
 
 
 def cost(mse: float, nbytes: int, quality: int) -> float:
@@ -156,15 +199,26 @@ def enhanced_file(
     layers: dict[LayerKind, bytes],
     original: np.ndarray,
     opts: EncodeOptions,
+    clock: Callable[[str], None] | None = None,
 ) -> tuple[bytes, dict[LayerKind, bytes]]:
     """The file with an ENHANCE layer fitted to the original, where that lowers its cost: of
-    the plain file, the closed-form layer and (from effort 8) the adapted one, the cheapest."""
+    the plain file, the closed-form layer and (from effort 8) the adapted one, the cheapest.
+    ``clock`` (the encoder's stage clock) closes ENHANCE_STAGES as they finish."""
+    tick = clock or (lambda _stage: None)
     result = dec.decode(data)
     assert dec.enhancer is not None and result.pixels is not None
+    tick("enhance_decode")
     args = (dec.enhancer, original, result.pixels, result.semantic_map)
-    choice = choose(*args, opts.quality, opts.effort)
+    stride = FIT_STRIDES.get(opts.effort, 1)
+    if stride > 1:
+        choice = choose_sampled(*args, opts.quality, opts.effort, stride)
+    else:
+        choice = choose(*args, opts.quality, opts.effort)
+    tick("enhance_fit")
+    options = [choice, adapted(*args, opts, choice, len(data))]
+    tick("enhance_adapt")
     best: tuple[float, bytes | None] = (cost(choice.mse_before, len(data), opts.quality), None)
-    for option in (choice, adapted(*args, opts, choice, len(data))):
+    for option in options:
         if option is None:
             continue
         layer = encode_adjust(option.adjust)
@@ -174,6 +228,9 @@ def enhanced_file(
             if c < best[0]:
                 best = (c, layer)
     if best[1] is None:
+        tick("enhance_check")
         return data, layers
     layers = {**layers, LayerKind.ENHANCE: best[1]}
-    return container.pack(header, layers), layers
+    packed = container.pack(header, layers)
+    tick("enhance_check")
+    return packed, layers

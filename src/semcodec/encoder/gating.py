@@ -147,14 +147,19 @@ VERIFY_EFFORT = 4  # from this effort on, the encoder codes two candidates and k
 # from this effort on, each candidate is also coded in the residual coder's other layouts
 # (AVIF: 4:2:0 where the residual is the image itself). On 12 held-out BSDS500 training photos
 # that moved the BD-rate against AVIF from +0.6 to -0.5 % PSNR and from -1.3 to -1.0 % MS-SSIM
-# dB: the choice is made by PSNR and trades some MS-SSIM for it, so the default leaves it out
-LAYOUT_EFFORT = 6
+# dB: the choice is made by PSNR and trades some MS-SSIM for it, so the default leaves it out;
+# and it codes the image twice, so only the top effort spends that CPU (docs/benchmarks.md,
+# the stage ledger)
+LAYOUT_EFFORT = 9
 # Below SEARCH_EFFORT the encoder looks for a prediction only below SEARCH_QUALITY; from it up,
 # every tile codes the image itself without running CompNet or the generator. On 40 BSDS500
 # training photos at effort 5 with the full search, at qualities 10, 25, 40, 55, 70, 85 and 95
 # one image took the generator everywhere (at 70) and at most 0.16 % of the tiles took the base
-# (mean over images, at 70); at quality 5 one image took the generator everywhere
-SEARCH_EFFORT = 6
+# (mean over images, at 70); at quality 5 one image took the generator everywhere. At effort 7
+# the search and the 4:2:0 trial took 6.6 of 9.2 CPU-s per Kodak image (the front benchmark,
+# docs/benchmarks.md) for files no smaller than one AV1 encode at the same speed, so only the
+# top effort searches at every quality
+SEARCH_EFFORT = 9
 SEARCH_QUALITY = 10
 
 

@@ -20,12 +20,13 @@ quality 100. A file with no prediction anywhere codes the image itself, where 4:
 less: from effort 6 the encoder codes both and keeps the cheaper by PSNR (on 12 held-out
 BSDS500 training photos, 4:4:4 of the image cost 0.9 % more than 4:2:0, BD-rate over RGB
 PSNR; gating.LAYOUT_EFFORT says why it is not the default). ``--chroma 420`` (EncodeOptions
-.chroma) codes every residual 4:2:0; docs/benchmarks.md has its measurement. The thread count is fixed and the speed a function of the effort level (libaom
-speed 11 - effort, 6 by default), so the payload is deterministic.
+.chroma) codes every residual 4:2:0; docs/benchmarks.md has its measurement. The thread count is fixed and the speed a function of the effort level (``SPEEDS``, 6 by
+default), so the payload is deterministic.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import struct
@@ -61,6 +62,12 @@ _OFFSET = 128
 _THREADS = 1  # fixed (not the machine's core count) for the same reason
 _SUBSAMPLING = "4:4:4"
 _LAYOUTS = ("4:4:4", "4:2:0")
+#: libaom options of the residual's encodes without an ROI guide (which sets its own delta-q):
+#: none, libavif's defaults (tune iq). Off with deltaq-mode 0, chroma delta-q off and sharpness
+#: 1, AVIF 4:4:4 on 5 BSDS500 training photos took 3.8 % fewer bytes at equal PSNR and about
+#: as many at equal MS-SSIM and SSIMULACRA 2, but semcodec's efforts on the six Kodak images
+#: of the front gained ~1 point in PSNR and lost 8-9 in MS-SSIM dB and 13 in SSIMULACRA 2.
+AOM_OPTIONS: dict[str, str] = {}
 
 
 def _box(kind: bytes, body: bytes) -> bytes:
@@ -218,11 +225,18 @@ def from_uint8(r8: np.ndarray, num: int, den: int, offset: int) -> np.ndarray:
     return np.clip(r, RESIDUAL_MIN, RESIDUAL_MAX).astype(np.int16)
 
 
+#: libaom speed of each effort (1..9). The map and the enhancement cost about 0.5 CPU-s of
+#: a Kodak image at every effort, so a speed above 6 saves little of an effort's CPU for many
+#: bytes (speed 8 against 6: +18 % at equal PSNR for 0.2 s): efforts 3-5 share speed 6 and
+#: differ in the enhancement's fit (encoder/enhance.FIT_STRIDES), 6-9 spend more on AV1.
+SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 4, 8: 3, 9: 2}
+
+
 def speed_for(effort: int) -> int:
-    """libaom speed of an effort level: 1 → 10 (fastest) .. 5 → 6 (default) .. 9 → 2."""
+    """libaom speed of an effort level (SPEEDS: 1 → 8 .. 5 → 6, the default .. 9 → 2)."""
     if effort not in EFFORTS:
         raise ValueError(f"effort must be 1..9, got {effort}")
-    return 11 - int(effort)
+    return SPEEDS[int(effort)]
 
 
 @contextmanager
@@ -236,6 +250,17 @@ def guide_file(guide: np.ndarray) -> Iterator[str]:
         yield path
     finally:
         os.unlink(path)
+
+
+@functools.cache
+def _aom_encodes() -> bool:
+    """Whether Pillow's libavif encodes with libaom (AOM_OPTIONS are libaom's names)."""
+    try:
+        from PIL import _avif
+
+        return "aom" in str(_avif.codec_versions())
+    except Exception:  # noqa: BLE001 - no version string: leave the options out
+        return False
 
 
 def _save_avif(
@@ -252,7 +277,8 @@ def _save_avif(
     )
     buf = io.BytesIO()
     if guide is None:
-        im.save(buf, "AVIF", **options)
+        extra = {"advanced": AOM_OPTIONS} if AOM_OPTIONS and _aom_encodes() else {}
+        im.save(buf, "AVIF", **options, **extra)
         return buf.getvalue()
     with guide_file(guide) as path:
         advanced = {
@@ -285,7 +311,7 @@ class AvifBackend(ResidualBackend):
         guide: np.ndarray | None = None,
     ) -> bytes:
         """Map to 8 bits and encode; ``quality`` is passed to AVIF unchanged (0..100), effort
-        e to libaom's speed 11 - e (effort 5: speed 6), ``layout`` the chroma subsampling
+        to libaom's speed (``SPEEDS``; effort 5: speed 6), ``layout`` the chroma subsampling
         (4:4:4 by default; the AV1 data records it, so decoding needs no flag). ``guide``
         (roi.rate_guide) steers libaom's delta-q per superblock; the AV1 data carries the
         quantisers, so the decoder is unchanged."""

@@ -33,7 +33,12 @@ _CODEC_STAGES: dict[str, str] = {
     "pack": "container",
     "unpack": "container",
     "gating": "generator",  # decoder: the blend of a gated file's predictions
-    "enhance": "enhancement",  # the enhancement network (encoder: its fit and the check)
+    "enhance": "enhancement",  # decoder: the enhancement network
+    # encoder: the enhancement's decode, fit, adaptation and check (enhance.ENHANCE_STAGES)
+    "enhance_decode": "enhancement",
+    "enhance_fit": "enhancement",
+    "enhance_adapt": "enhancement",
+    "enhance_check": "enhancement",
 }
 
 
