@@ -56,6 +56,12 @@ SEG_CONFIGS: dict[str, SegConfig] = {
     "lite0-u": SegConfig(
         backbone="lite0", gru_hidden=64, fpn_width=96, work_side=480, unknown_below=0.5
     ),
+    # v5 (default of 2026-12-06, `default-923db449`): lite0 trained with outlier exposure
+    # (train.outliers), UNKNOWN where the largest class probability is below 0.4 (on CamVid val
+    # with pasted objects: the highest threshold keeping in-vocabulary UNKNOWN under 3 %)
+    "lite0-oe": SegConfig(
+        backbone="lite0", gru_hidden=64, fpn_width=96, work_side=480, unknown_below=0.4
+    ),
     # "tiny" whose map says UNKNOWN below a third of probability (tests of the 12-symbol map)
     "tiny-u": SegConfig(
         layers=(1, 1, 1, 1), widths=(8, 8, 16, 16), stem_width=8, gru_hidden=8, unknown_below=0.3

@@ -48,7 +48,7 @@ class BundleSpec:
 REGISTRY: dict[str, BundleSpec] = {
     # The shipped default: integer generator table, 3-neighbour compact table, the map with
     # UNKNOWN and the enhancement network (models/README.md).
-    DEFAULT_MODEL: BundleSpec(DEFAULT_MODEL, weights="default-9b19c095.pt"),
+    DEFAULT_MODEL: BundleSpec(DEFAULT_MODEL, weights="default-923db449.pt"),
     # default's segmentation net, CompNet and compact table with a generator fine-tuned for
     # SSIMULACRA 2 and the adversarial terms: the same bytes, another picture (models/perceptual.md)
     "perceptual": BundleSpec("perceptual", weights="perceptual-aad29cfb.pt"),
