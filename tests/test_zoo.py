@@ -226,3 +226,18 @@ def test_perceptual_codes_the_base_layer_in_its_source_releases_bytes() -> None:
     mine = np.asarray(perceptual.decode(data).image).astype(int)
     theirs = np.asarray(Decoder(source).decode(as_source).image)
     assert np.abs(mine - theirs).mean() > 0.1
+
+
+def test_the_registry_states_each_shipped_bundles_real_networks():
+    """A registered bundle with a weights file names the networks its file records (the file's
+    spec wins at load, so a stale registry entry would only mislead `semcodec models`)."""
+    from dataclasses import replace
+
+    from semcodec.zoo.bundles import load_bundle
+    from semcodec.zoo.registry import REGISTRY
+
+    for name, spec in REGISTRY.items():
+        if spec.weights is None:
+            continue
+        loaded = load_bundle(name).spec
+        assert replace(spec, seed=loaded.seed) == loaded, name
