@@ -99,6 +99,16 @@ def _report_options(out: bool) -> list:
     return options
 
 
+#: the folder of pictures every benchmark over a set of images reads
+images_option = click.option(
+    "--images",
+    "images_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Directory of test images (e.g. the 24 Kodak PNGs).",
+)
+
+
 @click.group("bench")
 def bench() -> None:
     """Benchmarks: rate–distortion (rd) and its result files (compare, merge, report),
@@ -106,13 +116,7 @@ def bench() -> None:
 
 
 @bench.command("rd")
-@click.option(
-    "--images",
-    "images_dir",
-    required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Directory of test images (e.g. the 24 Kodak PNGs).",
-)
+@images_option
 @click.option(
     "--codecs",
     default=DEFAULT_CODECS,
@@ -266,13 +270,7 @@ def merge_command(
 
 
 @bench.command("matched")
-@click.option(
-    "--images",
-    "images_dir",
-    required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Directory of test images.",
-)
+@images_option
 @click.option(
     "--model",
     "models",
@@ -621,13 +619,7 @@ def roi_command(
 
 
 @bench.command("front")
-@click.option(
-    "--images",
-    "images_dir",
-    required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Directory of test images (e.g. Kodak).",
-)
+@images_option
 @click.option(
     "--names",
     default=None,

@@ -68,6 +68,16 @@ class DatasetOptions:
         """How existing outputs are treated (--force, --skip-existing); --keep-tree makes folders."""
         return WriteRules(force, self.skip_existing, self.keep_tree)
 
+    def batch_settings(self, force: bool) -> dict[str, Any]:
+        """What every batch command hands BatchConfig from these options: the write rules, the
+        cluster and its timeout, the report."""
+        return {
+            "rules": self.rules(force),
+            "cluster": self.cluster,
+            "cluster_timeout": self.cluster_timeout,
+            "report": self.report,
+        }
+
     def check(self, output: str | None) -> None:
         """Usage rules between the dataset options and -o (exit 2)."""
         if self.report == STDIO and output == STDIO:
