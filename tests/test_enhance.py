@@ -142,6 +142,51 @@ def test_apply_uses_gains_offsets_and_tiles() -> None:
     assert (masked == 100).all()
 
 
+def _apply_by_definition(rgb, corr, labels, adjust, classes) -> np.ndarray:
+    """docs/format.md §12 per pixel in Python integers: round half to even of
+    (corr * gain + offset * 2**6 * 8 / 4) / 2**9, where the tile is on, then clipped."""
+    out = np.empty_like(rgb)
+    for y in range(rgb.shape[0]):
+        for x in range(rgb.shape[1]):
+            c = min(int(labels[y // 8, x // 8]), classes)
+            on = adjust.tiles is None or adjust.tiles[y // adjust.tile, x // adjust.tile]
+            for ch in range(3):
+                total = (
+                    int(corr[y, x, ch]) * int(adjust.gains[c]) + int(adjust.offsets[c, ch]) * 128
+                )
+                q, r = divmod(total, 512)
+                delta = q + (r > 256 or (r == 256 and q % 2 == 1)) if on else 0
+                out[y, x, ch] = min(255, max(0, int(rgb[y, x, ch]) + delta))
+    return out
+
+
+def test_apply_matches_the_definition_at_the_extremes() -> None:
+    rng = np.random.default_rng(5)
+    h, w, classes = 21, 27, 11
+    rgb = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)
+    rgb[:3] = 0
+    rgb[3:6] = 255
+    corr = rng.integers(-3000, 3000, (h, w, 3)).astype(np.int32)
+    corr[::4, ::3] = rng.choice([-(1 << 23), -(1 << 20) - 1, (1 << 20) + 1, 1 << 23], (6, 9, 3))
+    corr[1::4, 1::3] = rng.choice([-256, -64, 64, 192, 256], (5, 9, 3))  # ties at gain 8 and 4
+    corr[2::4, 2::3] = rng.integers(-60000, 60000, (5, 9, 3))  # changes of up to ±117 levels
+    labels = rng.integers(0, classes + 3, (3, 4))  # values above the classes: the last row
+    gains = np.arange(classes + 1) % 16
+    gains[0], gains[1] = 0, 15
+    offsets = rng.integers(-128, 128, (classes + 1, 3))
+    tiles = rng.random((3, 4)) < 0.7
+    for adjust in (
+        Adjust(gains, offsets, None),
+        Adjust(gains, offsets, tiles, 8),
+        neutral(classes),
+    ):
+        got = apply(rgb, corr, labels, adjust, classes)
+        assert np.array_equal(got, _apply_by_definition(rgb, corr, labels, adjust, classes))
+    band = apply(rgb[8:], corr[8:], labels, Adjust(gains, offsets, tiles, 8), classes, 8)
+    whole = apply(rgb, corr, labels, Adjust(gains, offsets, tiles, 8), classes)
+    assert np.array_equal(band, whole[8:])
+
+
 def test_fit_class_finds_the_gain() -> None:
     rng = np.random.default_rng(0)
     corr = rng.normal(0, 2, (500, 3))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -139,6 +141,16 @@ def test_avif_mapping_inverts() -> None:
     np.testing.assert_array_equal(
         from_uint8(to_uint8(r, 1, 1, 128), 1, 1, 128), np.clip(r, -128, 127)
     )
+
+
+def test_avif_byte_table_is_the_rounding_rule() -> None:
+    """from_uint8 (a table lookup) against round((r8 - offset) * den / num) half up, clipped."""
+    r8 = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    for num, den, offset in ((1, 1, 128), (3, 2, 128), (2, 5, 120), (7, 3, 100)):
+        want = [max(-255, min(255, math.floor((v - offset) * den / num + 0.5))) for v in range(256)]
+        got = from_uint8(r8, num, den, offset)
+        assert got.dtype == np.int16
+        assert got.ravel().tolist() == want, (num, den, offset)
 
 
 @pytest.mark.parametrize("h, w", [(1, 1), (16, 24), (77, 131)])

@@ -37,6 +37,7 @@ from semcodec.intgrid.ops import (
     accumulator_bound,
     available_cpus,
     round_div,
+    round_shift,
     shuffle,
     unshuffle,
     within_budget,
@@ -44,6 +45,9 @@ from semcodec.intgrid.ops import (
 
 CENTRE = 128
 CORR_SHIFT = 6  # the last layer's output grid: 2**-6 pixel levels
+assert GAIN_ONE & (GAIN_ONE - 1) == 0, "gains in a power-of-two unit: apply shifts"
+APPLY_SHIFT = CORR_SHIFT + GAIN_ONE.bit_length() - 1  # gain × correction: 2**-9 levels
+OFFSET_STEP = (1 << CORR_SHIFT) * GAIN_ONE // OFFSET_UNIT  # one offset unit on that grid
 ENH_META = ("s2d", "width", "layers", "classes", "act_max")
 BAND = 128  # rows (at the network's 1/s2d scale) per band; each overlaps by the reach
 
@@ -223,6 +227,9 @@ class IntEnhancer:
         return out.reshape(h, src.wp, -1)[:, :w].astype(np.int32)
 
 
+CORR_LIMIT = 1 << 20  # |correction| beyond this saturates the pixel at any gain >= 1
+
+
 def apply(
     rgb: np.ndarray,
     corr: np.ndarray,
@@ -232,19 +239,26 @@ def apply(
     y0: int = 0,
 ) -> np.ndarray:
     """uint8 (h, W, 3): picture rows y0.. plus their correction, per class gain and offset,
-    in integers."""
+    in integers.
+
+    int32 throughout (half the memory traffic of int64, a fifth of a decode): the correction
+    is first clipped to ±CORR_LIMIT, which changes no pixel, since beyond it the change
+    (at least 2**20 / 2**9 levels at gain 1) saturates at 0 or 255 whatever the offset.
+    """
     h, w = rgb.shape[:2]
     idx = class_rows(labels, classes, 8)[y0 : y0 + h, :w]
-    gain = adjust.gains.astype(np.int64)[idx][..., None]
-    off = adjust.offsets.astype(np.int64)[idx]
-    unit = 1 << CORR_SHIFT
-    total = corr * gain + off * (unit * GAIN_ONE // OFFSET_UNIT)  # 2**-CORR_SHIFT / 8 levels
-    delta = round_div(total, unit * GAIN_ONE)
+    gain = adjust.gains.astype(np.int32)[idx][..., None]
+    off = (adjust.offsets.astype(np.int32) * OFFSET_STEP)[idx]
+    total = np.clip(corr, -CORR_LIMIT, CORR_LIMIT).astype(np.int32, copy=False)
+    total *= gain
+    total += off  # 2**-CORR_SHIFT / 8 levels
+    delta = round_shift(total, APPLY_SHIFT)
     if adjust.tiles is not None:
         t = adjust.tile
         on = np.repeat(np.repeat(adjust.tiles, t, 0), t, 1)[y0 : y0 + h, :w]
-        delta = np.where(on[..., None], delta, 0)
-    return np.clip(rgb.astype(np.int64) + delta, 0, 255).astype(np.uint8)
+        delta *= on[..., None]
+    delta += rgb
+    return np.clip(delta, 0, 255).astype(np.uint8)
 
 
 def neutral(classes: int) -> Adjust:

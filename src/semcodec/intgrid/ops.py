@@ -34,8 +34,11 @@ def round_div(num: np.ndarray, den: int) -> np.ndarray:
 
 def round_shift(num: np.ndarray, bits: int) -> np.ndarray:
     """num / 2**bits rounded half to even: round_div by shifts and masks (integer division is
-    the slowest step of the decoder's per-pixel work)."""
-    num = np.asarray(num, np.int64)
+    the slowest step of the decoder's per-pixel work). int32 num stays int32 (the caller
+    keeps it in range); anything else is computed in int64."""
+    num = np.asarray(num)
+    if num.dtype != np.int32:
+        num = num.astype(np.int64)
     q = num >> bits  # floor, also for negative num
     if bits == 0:
         return q
