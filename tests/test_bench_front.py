@@ -4,6 +4,7 @@ CPU, the front's value at a CPU, the distance to it, and a whole summary of made
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -149,3 +150,19 @@ def test_join_earlier_takes_the_configurations_this_run_lacks() -> None:
     assert joined["config"]["joined"] == ["avif-s2-444", ANCHOR]
     with pytest.raises(ValueError, match="qualities"):
         join_earlier({**new, "config": {**config, "qualities": [1, 2, 3, 4]}}, earlier)
+
+
+def test_avx2_check_caps_every_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONEDNN_MAX_CPU_ISA=AVX2 also caps OpenBLAS and ATen in the workers, unless set."""
+    from semcodec.bench.front import run
+
+    for var in ("ONEDNN_MAX_CPU_ISA", *run.AVX2_CAPS):
+        monkeypatch.setenv(var, "")  # recorded, so the test leaves the environment as it was
+        monkeypatch.delenv(var)
+    assert not run.avx2_capped()
+    assert all(var not in os.environ for var in run.AVX2_CAPS)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    assert run.avx2_capped()
+    assert os.environ["OPENBLAS_CORETYPE"] == "Haswell"
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "default"  # the user's own setting stays
