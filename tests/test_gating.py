@@ -1,6 +1,6 @@
 """Per-tile prediction (decoder/prediction.py, encoder/gating.py, format/gating.py): modes layer,
-masked compact layer, blending, and gated files that decode bit-exactly through both generator
-kernels."""
+masked compact layer, blending, and gated files that decode bit-exactly through both integer
+generators."""
 
 from __future__ import annotations
 
@@ -85,12 +85,12 @@ def test_blend_is_each_tiles_prediction_away_from_borders_and_mixes_near_them() 
 
 
 def test_base_mode_is_the_integer_bilinear_base() -> None:
-    from semcodec.intgrid import generator as intgen
+    from semcodec.intgrid.generator import integer_base
 
     levels = 16
     sym = np.random.default_rng(2).integers(0, levels, (3, 4, 6))
     px = predict.base_pixels(sym, levels, (30, 45))
-    u = intgen.integer_base(sym, levels)
+    u = integer_base(sym, levels)
     want = np.round(127.5 * (u / (256 * (levels - 1)) + 1)).clip(0, 255)
     assert px.shape == (30, 45, 3) and np.abs(want.transpose(1, 2, 0)[:30, :45] - px).max() <= 1
 
@@ -100,9 +100,9 @@ def codec() -> Codec:
     return Codec("tiny")
 
 
-def test_gated_file_decodes_to_the_encoders_prediction_with_both_kernels(codec: Codec) -> None:
+def test_gated_file_decodes_to_the_encoders_prediction_with_both_generators(codec: Codec) -> None:
     """The tiny random generator predicts badly: most tiles code the image itself."""
-    from semcodec.decoder.pipeline import Decoder, numpy_kernel
+    from semcodec.decoder.pipeline import Decoder, numpy_generator
     from semcodec.zoo.bundles import decoder_parts
 
     rgb = _photo()
@@ -112,7 +112,7 @@ def test_gated_file_decodes_to_the_encoders_prediction_with_both_kernels(codec: 
     res = codec.decode(data, keep_base=True)
     assert res.modes is not None and (res.modes == NONE).any()
     parts = decoder_parts(codec.bundle)
-    dec = Decoder(parts, numpy_kernel(parts)).decode(data, keep_base=True)
+    dec = Decoder(parts, numpy_generator(parts)).decode(data, keep_base=True)
     assert np.array_equal(np.asarray(dec.image), np.asarray(res.image))
     assert np.array_equal(dec.base, res.base)
     ungated = codec.encode(rgb, quality=50, gating=gating.GatingConfig(enabled=False))
