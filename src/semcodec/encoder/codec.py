@@ -1,8 +1,8 @@
-"""The pipeline (A1–A6): image → map → compact → base → enhanced reconstruction → residual → file.
+"""The pipeline (A1–A6): image → map → compact → base → residual → enhancement → file.
 
 Floating-point networks only produce what is then stored losslessly (the map, the compact
-symbols) or what both ends recompute identically from decoded integers (the enhanced
-reconstruction, on an integer grid). Entropy coders see integers only. This module only
+symbols) or what both ends recompute identically from decoded integers (the base: the
+generator's picture, on an integer grid). Entropy coders see integers only. This module only
 orchestrates (the model, its caches, the stage clock, the calls in order): tiles come from
 tiling.py, the map from segment.py, the symbols and compact layer from compact.py, the
 predictions and their side layers from prediction.py, the residual from residual.py, the
@@ -126,7 +126,7 @@ class Codec:
         crop: tuple[int, int],
         progress: Progress | None = None,
     ) -> np.ndarray:
-        """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (tiled).
+        """A4: the base (the generator's picture), uint8 (h,w,3), from decoded integers only (tiled).
 
         The integer generator (intgrid/generator_torch.py) gives the same pixels on every CPU
         and thread count, so it uses all of torch's threads; a bundle without one (e.g. the

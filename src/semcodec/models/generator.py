@@ -1,4 +1,4 @@
-"""A4: the compact representation upsampled, and the generator that adds the enhancement."""
+"""A4: the compact representation upsampled, and the generator that adds detail to it: the base."""
 
 from __future__ import annotations
 
@@ -56,12 +56,13 @@ class ResBlock(nn.Module):
 
 
 def upsample_base(compact: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """A4: the base image description, the compact representation bilinearly upsampled."""
+    """A4: the compact representation bilinearly upsampled (the bilinear base)."""
     return F.interpolate(compact, size=size, mode="bilinear", align_corners=False)
 
 
 class Generator(nn.Module):
-    """A4: predicts the enhancement from base + map; output = base + enhancement, in [-1, 1]."""
+    """A4: predicts the detail the bilinear upsampling lacks from it and the map; output (the
+    base) = upsampling + detail, in [-1, 1]."""
 
     def __init__(self, cfg: GeneratorConfig | None = None):
         super().__init__()
@@ -109,7 +110,8 @@ class Generator(nn.Module):
     def forward(
         self, compact: torch.Tensor, labels: torch.Tensor, size: tuple[int, int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(enhanced reconstruction, base), both (B,3,H,W) in [-1, 1]; labels at any resolution."""
+        """(the base, the bilinear upsampling alone), both (B,3,H,W) in [-1, 1]; labels at any
+        resolution."""
         base, x = self.body_input(compact, labels, size)
         return base[:, :RGB] + self.body(x), base[:, :RGB]
 
