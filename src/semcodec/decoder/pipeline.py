@@ -125,7 +125,7 @@ def reconstruct(
     tiling: Tiling = DEFAULT_TILING,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> np.ndarray:
-    """A4: the base (the generator's picture), uint8 (h,w,3), tile by tile as the encoder ran it."""
+    """A4: the base (the generator's picture), uint8 (h,w,3), tile by tile as the encoder ran."""
     _, mh, mw = symbols.shape
     h, w = crop
     out = np.empty((h, w, 3), np.uint8)

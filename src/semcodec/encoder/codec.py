@@ -126,7 +126,7 @@ class Codec:
         crop: tuple[int, int],
         progress: Progress | None = None,
     ) -> np.ndarray:
-        """A4: the base (the generator's picture), uint8 (h,w,3), from decoded integers only (tiled).
+        """A4: the base (the generator's picture), uint8 (h,w,3), from decoded integers (tiled).
 
         The integer generator (intgrid/generator_torch.py) gives the same pixels on every CPU
         and thread count, so it uses all of torch's threads; a bundle without one (e.g. the

@@ -16,8 +16,8 @@ This module runs the trained s2d generator on fixed integer grids instead:
 - between layers values move from grid to grid by powers of two and round half to even;
   the residual stream adds in IEEE fp32; the output pixel is an integer rounding division.
 
-docs/format.md specifies the arithmetic for other decoders; ``TorchIntegerGenerator.state`` is the
-integer table a bundle stores (weights, biases, shifts), never recomputed from float weights.
+docs/format.md specifies the arithmetic for other decoders; ``TorchIntegerGenerator.state`` is
+the integer table a bundle stores (weights, biases, shifts), never recomputed from float weights.
 """
 
 from __future__ import annotations
