@@ -177,6 +177,21 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str, bool]:
     return (fix_crcs(out) if fixed else out), op, fixed
 
 
+def register_test_bundles() -> None:
+    """The random test bundles (tiny, tiny-enh) the seeds are made with: the tests' own
+    (tests/testbundles.py, loaded by its path), not the product's registry."""
+    import importlib.util
+
+    if "testbundles" not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "tests" / "testbundles.py"
+        spec = importlib.util.spec_from_file_location("testbundles", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["testbundles"] = module
+    sys.modules["testbundles"].register_test_bundles()
+
+
 def seed_files() -> dict[str, bytes]:
     """Small valid files with the tiny model: every mode, both residual backends, no residual,
     and one with a metadata layer."""
@@ -185,6 +200,7 @@ def seed_files() -> dict[str, bytes]:
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import GatingConfig
 
+    register_test_bundles()
     codec = Codec("tiny")
     ungated = GatingConfig(enabled=False)  # the ungated layouts
 
@@ -282,6 +298,7 @@ class Harness:
         self.semantic_map, self.compact, self.gating = semantic_map, compact, gating
         self.read_map = read_map
         self.native, self.avif = get_backend("native"), get_backend("avif")
+        register_test_bundles()
         self.codec = get_codec("tiny")
         self.enh_codec = get_codec("tiny-enh")
         from semcodec.format.enhance import decode_adjust, encode_adjust

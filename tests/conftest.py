@@ -9,6 +9,16 @@ import sys
 
 import pytest
 import torch
+from testbundles import register_test_bundles
+
+# the random test bundles ("tiny", "tiny-enh"): in this process, and through childsite's
+# sitecustomize.py in every Python child the tests start (they inherit this PYTHONPATH)
+register_test_bundles()
+_CHILDSITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "childsite")
+if _CHILDSITE not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_CHILDSITE, os.environ.get("PYTHONPATH")) if p
+    )
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from semcodec.decoder import parts
 from semcodec.intgrid import blas, ops
 from semcodec.intgrid.enhancer import IntEnhancer
-from semcodec.intgrid.generator import IntGenerator
+from semcodec.intgrid.generator import IntegerGenerator
 
 HOST = 3  # the process's BLAS threads during these tests
 
@@ -67,7 +67,7 @@ def test_enhancer_bands_run_blas_on_one_thread(host_blas: None, seen: list) -> N
 
 def test_generator_runs_blas_on_one_thread(host_blas: None, seen: list) -> None:
     r = release()
-    gen = IntGenerator(r.generator, threads=2)
+    gen = IntegerGenerator(r.generator, threads=2)
     rng = np.random.default_rng(1)
     gen.forward(rng.integers(0, r.levels, (r.channels, 4, 6)), rng.integers(0, 11, (4, 6)))
     assert len(seen) > 2 and set(seen) == {1}

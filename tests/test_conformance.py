@@ -44,7 +44,7 @@ for path in sorted(Path(sys.argv[2]).glob("**/*.sem")):
     data = path.read_bytes()
     h = container.read_header(data).model_hash
     if h not in decoders:  # one decoder per release, found by the hash the file records
-        decoders[h] = Decoder(find_parts(h))  # torch is imported: torch's integer kernel
+        decoders[h] = Decoder(find_parts(h))  # torch is imported: torch's integer generator
     res = decoders[h].decode(data, keep_base=True)  # one decode, both layers
     # the base layer before the residual and the enhancement (even at quality 0, where a
     # file may carry an ENHANCE layer for its base)
@@ -166,24 +166,28 @@ def test_installed_parts_equal_the_shipped_bundles_they_came_from():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel", ["numpy", "torch"])
-def test_conformance_files_decode_to_their_hashes_in_this_process(kernel):
-    """Both generator kernels, numpy's (the CLI without torch) and torch's, give the pixels."""
+@pytest.mark.parametrize("generator", ["numpy", "torch"])
+def test_conformance_files_decode_to_their_hashes_in_this_process(generator):
+    """Both integer generators, numpy's (the CLI without torch) and torch's, give the pixels."""
     sys.path.insert(0, str(HERE))
     from make_files import pixel_hash  # the hash function of the record
 
     from semcodec.decoder.parts import find_parts
-    from semcodec.decoder.pipeline import Decoder, numpy_kernel
-    from semcodec.intgrid.generator_torch import torch_kernel
+    from semcodec.decoder.pipeline import Decoder, numpy_generator
+    from semcodec.intgrid.generator_torch import from_table
 
     for d, record in RECORDS.items():
         parts = find_parts(record["model_hash"])
-        k = numpy_kernel(parts) if kernel == "numpy" else torch_kernel(parts.generator)
-        dec = Decoder(parts, k)
+        if generator == "numpy":
+            dec = Decoder(parts, numpy_generator(parts))
+        else:
+            dec = Decoder(parts, from_table(parts.generator).forward_numpy)
         for name, want in record["files"].items():
             data = (d / name).read_bytes()
-            if name in LARGE:  # numpy's kernel is the same sums; torch's: one decode, both layers
-                if kernel == "torch":
+            if (
+                name in LARGE
+            ):  # numpy's generator is the same sums; torch's: one decode, both layers
+                if generator == "torch":
                     res = dec.decode(data, keep_base=True)
                     assert pixel_hash(res.image) == want["full"], name
                     assert pixel_hash(Image.fromarray(res.base, "RGB")) == want["base"], name

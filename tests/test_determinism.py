@@ -5,7 +5,7 @@ files, every decoded layer (map, compact symbols, generator output, residual) an
 images are compared bit for bit, for the tiny bundle and for the default architecture (whose
 wide layers are where oneDNN's results depend on the thread count). Two more processes run
 with oneDNN capped at AVX2 and at SSE4.1: the decoder
-(integer-grid generator) must give the same layers and pixels there too; the encoder's files
+(integer generator) must give the same layers and pixels there too; the encoder's files
 may differ across instruction sets (its networks are float) and are not compared. `--jobs 2` against a sequential batch is covered by
 tests/test_cli.py::test_jobs_gives_identical_files.
 """
@@ -76,7 +76,9 @@ def codecs():
         for conv in (big.bundle.comp.net[-2], big.bundle.gen.body[-2]):
             conv.weight.copy_(torch.randn(conv.weight.shape, generator=g) * 0.02)
             conv.bias.copy_(torch.randn(conv.bias.shape, generator=g) * 0.02)
-    big.bundle.fixed = zoo.fix_random(big.bundle.gen, big.bundle.levels, big.bundle.spec.seed)
+    big.bundle.integer_generator = zoo.random_integer_generator(
+        big.bundle.gen, big.bundle.levels, big.bundle.spec.seed
+    )
     registry.register(registry.BundleSpec("tiny-scaled", seg="tiny", compnet="tiny", generator="tiny",
                                 seed=1234))
     scaled = Codec("tiny-scaled")
@@ -157,7 +159,8 @@ def _inputs(folder: Path) -> None:
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 # oneDNN's kernels only: ATen's capability also changes torch's random initialisation, and so
-# the random test bundles themselves (tests/test_fixed.py and the conformance files cover it)
+# the random test bundles themselves (tests/test_integer_generator_torch.py and the
+# conformance files cover it)
 ISA_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2"}
 ISA_SSE41 = {"ONEDNN_MAX_CPU_ISA": "SSE41"}
 

@@ -314,7 +314,7 @@ def test_unknown_label_conditions_the_networks_as_unknown_as() -> None:
 def test_integer_generators_read_unknown_as_the_float_one_does() -> None:
     """numpy and torch integer generators: an UNKNOWN map position is classes.UNKNOWN_AS."""
     from semcodec.format.classes import UNKNOWN_AS
-    from semcodec.intgrid.generator_torch import torch_kernel
+    from semcodec.intgrid.generator_torch import from_table
 
     parts = zoo.decoder_parts(Codec("tiny").bundle)
     rng = np.random.default_rng(0)
@@ -322,9 +322,9 @@ def test_integer_generators_read_unknown_as_the_float_one_does() -> None:
     labels = rng.integers(0, 11, (4, 4))
     labels[1:3, 1:3] = 11
     as_class = np.where(labels == 11, UNKNOWN_AS, labels)
-    numpy_out = parts.int_generator().forward(symbols, labels)
-    assert np.array_equal(numpy_out, parts.int_generator().forward(symbols, as_class))
-    assert np.array_equal(numpy_out, torch_kernel(parts.generator)(symbols, labels))
+    numpy_out = parts.integer_generator().forward(symbols, labels)
+    assert np.array_equal(numpy_out, parts.integer_generator().forward(symbols, as_class))
+    assert np.array_equal(numpy_out, from_table(parts.generator).forward_numpy(symbols, labels))
 
 
 def test_unknown_map_round_trip_and_info() -> None:

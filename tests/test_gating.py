@@ -1,6 +1,6 @@
 """Per-tile prediction (decoder/prediction.py, encoder/gating.py, format/gating.py): modes layer,
-masked compact layer, blending, and gated files that decode bit-exactly through both generator
-kernels."""
+masked compact layer, blending, and gated files that decode bit-exactly through both integer
+generators."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 from PIL import Image
 
 from semcodec.decoder import prediction as predict
-from semcodec.encoder import gating
+from semcodec.encoder import gating, rdcost, residual
 from semcodec.encoder.codec import Codec
 from semcodec.encoder.options import EncodeOptions
+from semcodec.encoder.rdcost import rd_cost
 from semcodec.errors import CorruptData
 from semcodec.format import container
 from semcodec.format.compact import decode_compact, encode_compact
@@ -85,12 +86,12 @@ def test_blend_is_each_tiles_prediction_away_from_borders_and_mixes_near_them() 
 
 
 def test_base_mode_is_the_integer_bilinear_base() -> None:
-    from semcodec.intgrid import generator as intgen
+    from semcodec.intgrid.generator import integer_base
 
     levels = 16
     sym = np.random.default_rng(2).integers(0, levels, (3, 4, 6))
     px = predict.base_pixels(sym, levels, (30, 45))
-    u = intgen.integer_base(sym, levels)
+    u = integer_base(sym, levels)
     want = np.round(127.5 * (u / (256 * (levels - 1)) + 1)).clip(0, 255)
     assert px.shape == (30, 45, 3) and np.abs(want.transpose(1, 2, 0)[:30, :45] - px).max() <= 1
 
@@ -100,9 +101,9 @@ def codec() -> Codec:
     return Codec("tiny")
 
 
-def test_gated_file_decodes_to_the_encoders_prediction_with_both_kernels(codec: Codec) -> None:
+def test_gated_file_decodes_to_the_encoders_prediction_with_both_generators(codec: Codec) -> None:
     """The tiny random generator predicts badly: most tiles code the image itself."""
-    from semcodec.decoder.pipeline import Decoder, numpy_kernel
+    from semcodec.decoder.pipeline import Decoder, numpy_generator
     from semcodec.zoo.bundles import decoder_parts
 
     rgb = _photo()
@@ -112,7 +113,7 @@ def test_gated_file_decodes_to_the_encoders_prediction_with_both_kernels(codec: 
     res = codec.decode(data, keep_base=True)
     assert res.modes is not None and (res.modes == NONE).any()
     parts = decoder_parts(codec.bundle)
-    dec = Decoder(parts, numpy_kernel(parts)).decode(data, keep_base=True)
+    dec = Decoder(parts, numpy_generator(parts)).decode(data, keep_base=True)
     assert np.array_equal(np.asarray(dec.image), np.asarray(res.image))
     assert np.array_equal(dec.base, res.base)
     ungated = codec.encode(rgb, quality=50, gating=gating.GatingConfig(enabled=False))
@@ -168,7 +169,7 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
     rgb = _photo()
     data = codec.encode(rgb, none_only)
     header, layers = container.unpack(data)
-    layouts = container.unpack(codec.encode(rgb, none_only, effort=gating.LAYOUT_EFFORT))[1]
+    layouts = container.unpack(codec.encode(rgb, none_only, effort=residual.LAYOUT_EFFORT))[1]
     assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
     res = codec.decode(data, keep_base=True)
     assert (res.base == predict.FLAT).all()  # the prediction is flat grey
@@ -179,15 +180,15 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
     assert layers[LayerKind.RESIDUAL] == avif.encode(rgb.astype(np.int16) - 128, 60)
     costs = {}  # from LAYOUT_EFFORT: 4:4:4 or 4:2:0, whichever costs less
     for layout in avif.layouts(image=True):
-        alone = avif.encode(rgb.astype(np.int16) - 128, 60, gating.LAYOUT_EFFORT, layout)
+        alone = avif.encode(rgb.astype(np.int16) - 128, 60, residual.LAYOUT_EFFORT, layout)
         mse = float(np.mean((avif.decode(alone, *rgb.shape[:2]) + 128.0 - rgb) ** 2))
-        costs[alone] = gating.rd_cost(8.0 * len(alone), mse, 60)
+        costs[alone] = rd_cost(8.0 * len(alone), mse, 60)
     assert len(costs) == 2 and layouts[LayerKind.RESIDUAL] == min(costs, key=costs.get)
     from semcodec.decoder.info import file_info
 
     assert file_info(data)["residual_chroma"] == "4:4:4"
-    fast = codec.encode(rgb, none_only, effort=gating.VERIFY_EFFORT - 1)
-    plain = avif.encode(rgb.astype(np.int16) - 128, 60, gating.VERIFY_EFFORT - 1)
+    fast = codec.encode(rgb, none_only, effort=residual.VERIFY_EFFORT - 1)
+    plain = avif.encode(rgb.astype(np.int16) - 128, 60, residual.VERIFY_EFFORT - 1)
     assert container.unpack(fast)[1][LayerKind.RESIDUAL] == plain
     with pytest.raises(CorruptData, match="COMPACT"):  # a compact layer no tile uses
         codec.decode(_repack(data, COMPACT=b"\x00" * 8))
@@ -269,3 +270,13 @@ def test_below_search_effort_high_qualities_code_the_image_without_the_networks(
         searching.encode(rgb, quality=quality, effort=effort)
         assert calls[0] > 0, (effort, quality)
         monkeypatch.undo()
+
+
+def test_rd_cost_is_equal_along_the_coders_curve() -> None:
+    """Twice the bits for slope(q) more dB costs the same; more bits for the same error more."""
+    q = 40
+    mse = 20.0
+    sharper = mse / 10 ** (rdcost.slope_db(q) / 10)  # PSNR + slope(q) dB
+    assert rd_cost(4000.0, sharper, q) == pytest.approx(rd_cost(2000.0, mse, q), abs=1e-9)
+    assert rd_cost(4000.0, mse, q) > rd_cost(2000.0, mse, q)
+    assert rd_cost(2000.0, sharper, q) < rd_cost(2000.0, mse, q)

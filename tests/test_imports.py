@@ -49,7 +49,7 @@ NOT_FOR_THE_DECODER = ("torch", "semcodec.encoder")
 # load it (the same import at the top of the module is a violation)
 DECODER_EXCEPTIONS = {
     ("semcodec.decoder.pipeline", "semcodec.intgrid.generator_torch"): (
-        "auto_kernel takes torch's integer kernel only when torch is imported already"
+        "auto_generator takes torch's integer generator only when torch is imported already"
     ),
     ("semcodec.decoder.pipeline", "semcodec.intgrid.enhancer_torch"): (
         "auto_enhancer takes torch's band kernel only when torch is imported already"

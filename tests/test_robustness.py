@@ -491,7 +491,9 @@ def test_tiled_generator_is_exact(codec: Codec):
     last = bundle.gen.body[-2]
     torch.nn.init.normal_(last.weight, 0, 0.05)
     torch.nn.init.normal_(last.bias, 0, 0.05)
-    bundle.fixed = zoo.fix_random(bundle.gen, bundle.levels, bundle.spec.seed)
+    bundle.integer_generator = zoo.random_integer_generator(
+        bundle.gen, bundle.levels, bundle.spec.seed
+    )
     rng = np.random.default_rng(1)
     symbols = rng.integers(0, bundle.levels, (3, 19, 25))
     labels = rng.integers(0, bundle.num_classes, (19, 25)).astype(np.uint8)

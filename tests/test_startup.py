@@ -2,7 +2,7 @@
 
 From the shell most of a small encode's time is torch's import; what is left is the model, so
 the bundle builds each network on its first use (zoo.ModelBundle) and the decoder makes its
-generator kernel on the first tile that needs it.
+integer generator on the first tile that needs it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from semcodec.format import container
 from semcodec.zoo import bundles as zoo
 from semcodec.zoo import registry
 
-NETS = ("seg", "comp", "gen", "fixed", "enhancer")
+NETS = ("seg", "comp", "gen", "integer_generator", "enhancer")
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
@@ -56,7 +56,7 @@ def test_an_encode_builds_only_the_networks_it_runs(monkeypatch: pytest.MonkeyPa
     q50 = codec.encode(_photo(), quality=50)
     assert _built(lazy) == ["seg"]
     q0 = codec.encode(_photo(), quality=0)
-    assert _built(lazy) == ["seg", "comp", "fixed"]
+    assert _built(lazy) == ["seg", "comp", "integer_generator"]
     eager = _fresh_default()
     for key in NETS:
         getattr(eager, key)
@@ -75,13 +75,13 @@ def test_the_decoder_makes_its_generator_only_for_a_file_that_uses_it(
     parts = find_parts(container.read_header(flat).model_hash)
     assert parts is not None
     made: list[int] = []
-    real = decoder.auto_kernel
+    real = decoder.auto_generator
 
     def counting(p):  # noqa: ANN001, ANN202 - the decoder's own signature
         made.append(1)
         return real(p)
 
-    monkeypatch.setattr(decoder, "auto_kernel", counting)
+    monkeypatch.setattr(decoder, "auto_generator", counting)
     dec = decoder.Decoder(parts)
     dec.decode(flat)
     assert made == []

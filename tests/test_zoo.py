@@ -241,3 +241,19 @@ def test_the_registry_states_each_shipped_bundles_real_networks():
             continue
         loaded = load_bundle(name).spec
         assert replace(spec, seed=loaded.seed) == loaded, name
+
+
+def test_the_product_registry_offers_shipped_bundles_only(monkeypatch) -> None:
+    """The registry as the product loads it (a fresh copy of its module: this process also has
+    the tests' bundles) names bundles with a weights file, never the random test bundles."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("fresh_registry", registry.__file__)
+    assert spec is not None and spec.loader is not None
+    fresh = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "fresh_registry", fresh)  # its dataclasses look it up
+    spec.loader.exec_module(fresh)
+    assert "default" in fresh.REGISTRY and "tiny" in registry.REGISTRY
+    assert all(s.weights for s in fresh.REGISTRY.values()), sorted(fresh.REGISTRY)
+    assert not set(fresh.REGISTRY) & {"tiny", "tiny-enh"}

@@ -425,7 +425,9 @@ class SemcodecAdapter(CodecAdapter):
             return None
         rest = {k: v for k, v in layers.items() if k != LayerKind.ENHANCE}
         codec = self._get()
-        dec = Decoder(codec.decoder.parts, codec.kernel, codec.limits, codec.tiling, enhance=False)
+        dec = Decoder(
+            codec.decoder.parts, codec.generator, codec.limits, codec.tiling, enhance=False
+        )
         out = np.asarray(dec.decode(data).image.convert("RGB"), dtype=np.uint8).copy()
         from semcodec.decoder.info import _enhance_info
 

@@ -6,8 +6,8 @@ Encode and decode each run in a child process; the parent reads the child's peak
 from ``os.wait4`` (the child's own ``rusage``), so the figures are those of a fresh process.
 
 Model: ``--model`` or ``SEMCODEC_MODEL``, else the shipped ``default`` bundle if its weights exist,
-else ``tiny``. ``--model default-arch`` is the default architecture with seeded random weights:
-the same compute and memory as a trained default model (layer sizes differ).
+else ``default-arch``: the default architecture with seeded random weights, the same compute and
+memory as a trained default model (layer sizes differ).
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ def _register(model: str) -> None:
 
 
 def _default_model() -> str:
-    """The trained default bundle if shipped, else the tiny one."""
+    """The trained default bundle if shipped, else its architecture with random weights."""
     from semcodec.zoo import registry
 
     path = registry.weights_path("default")
     if path is not None and path.exists():
         return "default"
-    return "tiny"
+    return DEFAULT_ARCH
 
 
 def make_photo(width: int, height: int, path: Path) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 from semcodec.errors import ModelError
 from semcodec.format.compact import validate_table
 from semcodec.intgrid import enhancer as intenhance
-from semcodec.intgrid import generator as intgen
+from semcodec.intgrid.generator import IntegerGenerator, check_table, unpack_table
 
 PARTS_FORMAT = 1
 PARTS_DIR = "decoders"
@@ -37,7 +37,8 @@ class DecoderParts:
     channels: int  # compact channels
     num_classes: int
     compact_table: np.ndarray  # int32 counts (format/compact.py)
-    generator: dict[str, np.ndarray] | None = field(default=None, repr=False)  # intgen table
+    # the integer generator's table (intgrid/generator.py)
+    generator: dict[str, np.ndarray] | None = field(default=None, repr=False)
     enhancer: dict[str, np.ndarray] | None = field(
         default=None, repr=False
     )  # intgrid/enhancer.py's table
@@ -47,11 +48,11 @@ class DecoderParts:
         """The release's name as users see it: '<name>-<hash8>'."""
         return f"{self.name}-{self.hash[:8]}"
 
-    def int_generator(self) -> intgen.IntGenerator:
+    def integer_generator(self) -> IntegerGenerator:
         """The numpy integer generator (ModelError if this release has none)."""
         if self.generator is None:
             raise ModelError(f"model {self.release} has no integer generator table")
-        return intgen.IntGenerator(self.generator)
+        return IntegerGenerator(self.generator)
 
     def int_enhancer(self) -> intenhance.IntEnhancer | None:
         """The integer enhancement network, or None for a release without one."""
@@ -97,9 +98,9 @@ def load_parts(path: Path) -> DecoderParts:
         if meta.get("format") != PARTS_FORMAT:
             raise ValueError(f"unsupported format {meta.get('format')!r}")
         packed = {k[4:]: v for k, v in arrays.items() if k.startswith("gen.")}
-        generator = intgen.unpack_table(packed) if packed else None
+        generator = unpack_table(packed) if packed else None
         if generator is not None:
-            intgen.check_table(generator)
+            check_table(generator)
         enhancer = {k[4:]: v for k, v in arrays.items() if k.startswith("enh.")} or None
         if enhancer is not None:
             intenhance.check_enh_table(enhancer)

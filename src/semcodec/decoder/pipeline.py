@@ -1,7 +1,7 @@
 """The decoder: container → map → compact → generator → residual → image, from integers only.
 
-It needs a release's decoder parts (parts.py) and a generator kernel: the numpy integer
-generator (intgrid/generator.py), or torch's when torch is already loaded (the same pixels, faster on
+It needs a release's decoder parts (parts.py) and its integer generator: numpy's
+(intgrid/generator.py), or torch's when torch is already loaded (the same pixels, faster on
 large images). Nothing here imports torch, so ``semcodec decode`` of a small file does not pay
 torch's import. ``--layer map`` reads the header and the map layer alone.
 """
@@ -43,8 +43,9 @@ from semcodec.format.tiling import (
 )
 from semcodec.intgrid.enhancer import IntEnhancer
 
-# (symbols (C,h,w) int64, labels (h,w) int64) → uint8 (8h, 8w, 3)
-GeneratorKernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# the generator as the decoder calls it: (symbols (C,h,w) int64, labels (h,w) int64) → uint8
+# (8h, 8w, 3); the integer generator's forward, numpy's or torch's
+GeneratorFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 # called as progress(stage, done, total) after each tile of a tiled image (total 0: a stage began)
 Progress = Callable[[str, int, int], None]
 
@@ -78,19 +79,18 @@ class DecodeResult:
     times: StageTimes = field(default_factory=StageTimes)  # this decode's seconds per stage
 
 
-def numpy_kernel(parts: DecoderParts) -> GeneratorKernel:
-    """The numpy integer generator as a kernel."""
-    gen = parts.int_generator()
-    return gen.forward
+def numpy_generator(parts: DecoderParts) -> GeneratorFn:
+    """numpy's integer generator (the decoder without torch)."""
+    return parts.integer_generator().forward
 
 
-def auto_kernel(parts: DecoderParts) -> GeneratorKernel:
+def auto_generator(parts: DecoderParts) -> GeneratorFn:
     """torch's integer generator when torch is already imported (faster), else numpy's."""
     if "torch" in sys.modules and parts.generator is not None:
-        from semcodec.intgrid.generator_torch import torch_kernel
+        from semcodec.intgrid.generator_torch import from_table
 
-        return torch_kernel(parts.generator)
-    return numpy_kernel(parts)
+        return from_table(parts.generator).forward_numpy
+    return numpy_generator(parts)
 
 
 def auto_enhancer(parts: DecoderParts) -> IntEnhancer | None:
@@ -104,10 +104,10 @@ def auto_enhancer(parts: DecoderParts) -> IntEnhancer | None:
     return enh
 
 
-def deferred_kernel(make: Callable[[], GeneratorKernel]) -> GeneratorKernel:
-    """A kernel made on its first tile: decoding (or the encoder's check of) a file that
-    codes the image itself never builds the generator."""
-    made: list[GeneratorKernel] = []
+def deferred_generator(make: Callable[[], GeneratorFn]) -> GeneratorFn:
+    """A generator made on its first tile: decoding (or the encoder's check of) a file that
+    codes the image itself never builds it."""
+    made: list[GeneratorFn] = []
 
     def run(symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
         if not made:
@@ -121,11 +121,11 @@ def reconstruct(
     symbols: np.ndarray,
     labels: np.ndarray,
     crop: tuple[int, int],
-    kernel: GeneratorKernel,
+    generator: GeneratorFn,
     tiling: Tiling = DEFAULT_TILING,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> np.ndarray:
-    """A4: the enhanced reconstruction, uint8 (h,w,3), tile by tile as the encoder ran it."""
+    """A4: the base (the generator's picture), uint8 (h,w,3), tile by tile as the encoder ran."""
     _, mh, mw = symbols.shape
     h, w = crop
     out = np.empty((h, w, 3), np.uint8)
@@ -139,7 +139,7 @@ def reconstruct(
         gh, gw = max(cy1 - cy0, MIN_SIDE // MULTIPLE), max(cx1 - cx0, MIN_SIDE // MULTIPLE)
         sym = grow(symbols[:, cy0:cy1, cx0:cx1], gh, gw).astype(np.int64)
         lab = grow(labels[cy0:cy1, cx0:cx1], gh, gw).astype(np.int64)
-        v = kernel(sym, lab)
+        v = generator(sym, lab)
         oy0, ox0 = y0 * MULTIPLE, x0 * MULTIPLE
         oy1, ox1 = min(y1 * MULTIPLE, h), min(x1 * MULTIPLE, w)
         ty, tx = oy0 - cy0 * MULTIPLE, ox0 - cx0 * MULTIPLE
@@ -148,12 +148,12 @@ def reconstruct(
 
 
 class Decoder:
-    """Decodes files of one release with a given generator kernel."""
+    """Decodes files of one release with a given generator (default: its integer generator)."""
 
     def __init__(
         self,
         parts: DecoderParts,
-        kernel: GeneratorKernel | None = None,
+        generator: GeneratorFn | None = None,
         limits: Limits | None = None,
         tiling: Tiling | None = None,
         enhance: bool = True,
@@ -161,7 +161,9 @@ class Decoder:
         self.parts = parts
         self.enhance = enhance  # False: leave out the ENHANCE layer (benchmarks: its gain)
         self.enhancer = auto_enhancer(parts)
-        self.kernel = kernel if kernel is not None else deferred_kernel(lambda: auto_kernel(parts))
+        if generator is None:
+            generator = deferred_generator(lambda: auto_generator(parts))
+        self.generator = generator
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING
 
@@ -256,7 +258,7 @@ class Decoder:
         if gate is None:
             symbols = decode_compact(layers[LayerKind.COMPACT], shape, table)
             clock("compact_coder")
-            out = reconstruct(symbols, labels, (h, w), self.kernel, self.tiling, progress)
+            out = reconstruct(symbols, labels, (h, w), self.generator, self.tiling, progress)
             clock("generator")
         else:
             modes = gate.modes
@@ -266,7 +268,7 @@ class Decoder:
             preds: dict[int, np.ndarray | int] = {}
             if (modes == prediction.GEN).any():
                 preds[prediction.GEN] = reconstruct(
-                    symbols, labels, (h, w), self.kernel, self.tiling, progress
+                    symbols, labels, (h, w), self.generator, self.tiling, progress
                 )
             clock("generator")
             if (modes == prediction.BASE).any():

@@ -16,7 +16,8 @@ import numpy as np
 
 from semcodec.format.gating import BASE, GEN, NONE, GatingPlan
 from semcodec.format.tiling import MULTIPLE
-from semcodec.intgrid import generator as intgen
+from semcodec.intgrid.generator import RGB, integer_base, to_pixels
+from semcodec.intgrid.ops import round_div
 
 __all__ = [
     "BASE",
@@ -68,8 +69,8 @@ def fill_symbols(symbols: np.ndarray, used: np.ndarray, levels: int) -> np.ndarr
 
 def base_pixels(symbols: np.ndarray, levels: int, crop: tuple[int, int]) -> np.ndarray:
     """Mode 'base': the 8x bilinear base alone as uint8 (h, w, 3), in integers."""
-    u = intgen.integer_base(symbols[: intgen.RGB], levels)
-    px = intgen.to_pixels(u, np.zeros_like(u), levels).transpose(1, 2, 0)
+    u = integer_base(symbols[:RGB], levels)
+    px = to_pixels(u, np.zeros_like(u), levels).transpose(1, 2, 0)
     return np.ascontiguousarray(px[: crop[0], : crop[1]])
 
 
@@ -110,4 +111,4 @@ def blend(
         wgt = _box((px == m).astype(np.int64), radius)
         p = predictions[m]
         acc += wgt[..., None] * (np.int64(p) if np.isscalar(p) else p.astype(np.int64))
-    return intgen.round_div(acc, total).astype(np.uint8)
+    return round_div(acc, total).astype(np.uint8)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from semcodec import runtime
-from semcodec.encoder import gating
+from semcodec.encoder.rdcost import rd_cost
 from semcodec.format.enhance import best_order, code_bits
 from semcodec.intgrid import ops
 from semcodec.intgrid.enhancer import (
@@ -206,7 +206,7 @@ def paying_rows(
     fit: Fit, steps: np.ndarray, exponent: int, quality: int, file_bytes: int
 ) -> np.ndarray:
     """The update without the rows whose squared error saved (on their class's pixels, float
-    copy) is worth less than their bits, by gating.rd_cost around the whole update."""
+    copy) is worth less than their bits, by rdcost.rd_cost around the whole update."""
     delta = torch.from_numpy(steps.astype(np.float32) * 2.0**exponent)
     err_with = fit.errors(delta)
     saved = torch.zeros(len(steps), dtype=torch.float64)
@@ -215,10 +215,10 @@ def paying_rows(
     mse, bits = float(err_with.sum()) / n, 8.0 * file_bytes
     order = best_order(steps[steps.any(axis=1)])
     keep = steps.copy()
-    base = gating.rd_cost(bits, mse, quality)
+    base = rd_cost(bits, mse, quality)
     for k in np.flatnonzero(steps.any(axis=1)):
         row_bits = len(code_bits(steps[k], order)) + 1  # and its bit of the row mask
-        without = gating.rd_cost(bits - row_bits, mse + float(saved[k]) / n, quality)
+        without = rd_cost(bits - row_bits, mse + float(saved[k]) / n, quality)
         if without <= base:
             keep[k] = 0
     return keep

@@ -1,8 +1,8 @@
-"""The pipeline (A1–A6): image → map → compact → base → enhanced reconstruction → residual → file.
+"""The pipeline (A1–A6): image → map → compact → base → residual → enhancement → file.
 
 Floating-point networks only produce what is then stored losslessly (the map, the compact
-symbols) or what both ends recompute identically from decoded integers (the enhanced
-reconstruction, on an integer grid). Entropy coders see integers only. This module only
+symbols) or what both ends recompute identically from decoded integers (the base: the
+generator's picture, on an integer grid). Entropy coders see integers only. This module only
 orchestrates (the model, its caches, the stage clock, the calls in order): tiles come from
 tiling.py, the map from segment.py, the symbols and compact layer from compact.py, the
 predictions and their side layers from prediction.py, the residual from residual.py, the
@@ -39,7 +39,6 @@ from semcodec.format.metadata import encode_metadata
 from semcodec.format.residual import get_backend
 from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Tiling, pad_rgb
 from semcodec.imageio import LoadedImage, from_pil, load_image
-from semcodec.intgrid import generator_torch as fixed
 from semcodec.models.compnet import dequantize
 from semcodec.models.generator import pixels
 from semcodec.zoo import bundles as zoo
@@ -127,19 +126,20 @@ class Codec:
         crop: tuple[int, int],
         progress: Progress | None = None,
     ) -> np.ndarray:
-        """A4: the enhanced reconstruction, uint8 (h,w,3), from decoded integers only (tiled).
+        """A4: the base (the generator's picture), uint8 (h,w,3), from decoded integers (tiled).
 
-        The integer-grid generator (intgrid/generator_torch.py) gives the same pixels on every CPU and
-        thread count, so it uses all of torch's threads; a bundle without one (e.g. the
+        The integer generator (intgrid/generator_torch.py) gives the same pixels on every CPU
+        and thread count, so it uses all of torch's threads; a bundle without one (e.g. the
         ``paper`` configuration) runs its float generator on one thread.
         """
-        return decoder.reconstruct(symbols, labels, crop, self.kernel, self.tiling, progress)
+        return decoder.reconstruct(symbols, labels, crop, self.generator, self.tiling, progress)
 
     @property
-    def kernel(self) -> decoder.GeneratorKernel:
-        """The generator kernel the encoder and the in-process decoder share."""
-        if self.bundle.fixed is not None:
-            return fixed.kernel_of(self.bundle.fixed)
+    def generator(self) -> decoder.GeneratorFn:
+        """The generator the encoder and the in-process decoder share: the bundle's integer
+        generator, or its float generator where it has none."""
+        if self.bundle.integer_generator is not None:
+            return self.bundle.integer_generator.forward_numpy
 
         def run(sym: np.ndarray, lab: np.ndarray) -> np.ndarray:
             size = (sym.shape[-2] * MULTIPLE, sym.shape[-1] * MULTIPLE)
@@ -147,6 +147,11 @@ class Codec:
             return self._float_generator(s, la, size).permute(1, 2, 0).numpy()
 
         return run
+
+    @property
+    def kernel(self) -> decoder.GeneratorFn:
+        """The old name of ``generator``, kept while bench/front/measure.py still reads it."""
+        return self.generator
 
     @property
     def prediction_parts(self) -> prediction.PredictionParts:
@@ -326,12 +331,12 @@ class Codec:
     # ----- decoder -------------------------------------------------------------------------
     @property
     def decoder(self) -> decoder.Decoder:
-        """The decoder of this bundle's files, on the encoder's generator kernel (made once)."""
+        """The decoder of this bundle's files, on the encoder's generator (made once)."""
         with self._decoder_lock:
             if self._decoder is None:
                 parts = zoo.decoder_parts(self.bundle, with_generator=False)
-                kernel = decoder.deferred_kernel(lambda: self.kernel)
-                self._decoder = decoder.Decoder(parts, kernel, self.limits, self.tiling)
+                gen = decoder.deferred_generator(lambda: self.generator)
+                self._decoder = decoder.Decoder(parts, gen, self.limits, self.tiling)
             return self._decoder
 
     def check_model(self, header: Header) -> None:

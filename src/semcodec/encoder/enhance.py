@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from semcodec.decoder.pipeline import Decoder
-from semcodec.encoder import gating
 from semcodec.encoder.options import EncodeOptions
+from semcodec.encoder.rdcost import rd_cost
 from semcodec.format import container
 from semcodec.format.container import Header, LayerKind
 from semcodec.format.enhance import encode_adjust
@@ -154,13 +154,13 @@ def choose_sampled(
 
 
 def cost(mse: float, nbytes: int, quality: int) -> float:
-    """The rate-distortion cost of a file of this size and error (gating.rd_cost)."""
-    return gating.rd_cost(8.0 * nbytes, mse, max(int(quality), 1))
+    """The rate–distortion cost of a file of this size and error (rdcost.rd_cost)."""
+    return rd_cost(8.0 * nbytes, mse, max(int(quality), 1))
 
 
 def pays(choice: EnhanceChoice, plain_bytes: int, enhanced_bytes: int, quality: int) -> bool:
     """Whether the file with the layer (``enhanced_bytes`` long, the plain file
-    ``plain_bytes``) has the lower rate-distortion cost (gating.rd_cost)."""
+    ``plain_bytes``) has the lower rate–distortion cost (rdcost.rd_cost)."""
     if choice.adjust.tiles is not None and not choice.adjust.tiles.any():
         return False
     without = cost(choice.mse_before, plain_bytes, quality)

@@ -22,7 +22,6 @@ __all__ = [
     "GatingConfig",
     "choose_modes",
     "compact_tile_bits",
-    "rd_cost",
     "scale_for",
     "searches",
     "step_for",
@@ -143,14 +142,6 @@ def choose_modes(
     return np.array(order, np.int64)[best], float(stacked.min(axis=0).sum())
 
 
-VERIFY_EFFORT = 4  # from this effort on, the encoder codes two candidates and keeps the cheaper
-# from this effort on, each candidate is also coded in the residual coder's other layouts
-# (AVIF: 4:2:0 where the residual is the image itself). On 12 held-out BSDS500 training photos
-# that moved the BD-rate against AVIF from +0.6 to -0.5 % PSNR and from -1.3 to -1.0 % MS-SSIM
-# dB: the choice is made by PSNR and trades some MS-SSIM for it, so the default leaves it out;
-# and it codes the image twice, so only the top effort spends that CPU (docs/benchmarks.md,
-# the stage ledger)
-LAYOUT_EFFORT = 9
 # Below SEARCH_EFFORT the encoder looks for a prediction only below SEARCH_QUALITY; from it up,
 # every tile codes the image itself without running CompNet or the generator. On 40 BSDS500
 # training photos at effort 5 with the full search, at qualities 10, 25, 40, 55, 70, 85 and 95
@@ -166,16 +157,3 @@ SEARCH_QUALITY = 10
 def searches(effort: int, quality: int) -> bool:
     """Whether an encode at this effort and residual quality looks for a prediction."""
     return effort >= SEARCH_EFFORT or quality < SEARCH_QUALITY
-
-
-# dB of PSNR per doubling of the residual coder's rate, measured with AVIF 4:4:4 on the
-# images themselves (5 BSDS500 training photos): what one bit of PSNR is worth in bits
-_SLOPE_Q = (1, 10, 25, 40, 55, 70, 85, 100)
-_SLOPE_DB = (2.0, 2.0, 2.4, 3.1, 4.1, 6.0, 7.2, 8.0)
-
-
-def rd_cost(bits: float, mse: float, quality: int) -> float:
-    """log2(bits) − PSNR / slope(q): equal for two files on the coder's own RD curve."""
-    slope = float(np.interp(min(max(int(quality), 1), 100), _SLOPE_Q, _SLOPE_DB))
-    psnr = 10 * np.log10(255.0**2 / max(mse, 1e-10))
-    return float(np.log2(max(bits, 1.0)) - psnr / slope)

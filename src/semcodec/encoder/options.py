@@ -120,7 +120,7 @@ class EncodeOptions:
 
     def layout(self) -> str | None:
         """The residual layout every candidate is coded in; None: the backend's (4:4:4, and from
-        LAYOUT_EFFORT 4:2:0 too where the residual is the image itself)."""
+        residual.LAYOUT_EFFORT 4:2:0 too where the residual is the image itself)."""
         return _LAYOUTS[self.chroma]
 
     def analysis_key(self) -> tuple[Any, ...]:

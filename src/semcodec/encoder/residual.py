@@ -9,12 +9,21 @@ from typing import Any
 import numpy as np
 
 from semcodec import runtime
-from semcodec.encoder import gating
 from semcodec.encoder.analysis import Analysis
 from semcodec.encoder.options import EncodeOptions
 from semcodec.encoder.prediction import Candidate, predicts_nothing, side_layers
+from semcodec.encoder.rdcost import rd_cost
 from semcodec.format import container
 from semcodec.format.container import LayerKind
+
+VERIFY_EFFORT = 4  # from this effort on, the encoder codes two candidates and keeps the cheaper
+# from this effort on, each candidate is also coded in the residual coder's other layouts
+# (AVIF: 4:2:0 where the residual is the image itself). On 12 held-out BSDS500 training photos
+# that moved the BD-rate against AVIF from +0.6 to -0.5 % PSNR and from -1.3 to -1.0 % MS-SSIM
+# dB: the choice is made by PSNR and trades some MS-SSIM for it, so the default leaves it out;
+# and it codes the image twice, so only the top effort spends that CPU (docs/benchmarks.md,
+# the stage ledger)
+LAYOUT_EFFORT = 9
 
 
 def code_residual(
@@ -29,8 +38,8 @@ def code_residual(
     With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
     residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
     AVIF: 4:2:0 as well where the residual is the image itself; every candidate in the one
-    layout ``opts.chroma`` names when it is not the default), and the one of least cost log2(bits) − PSNR / slope(q) is kept
-    (gating.rd_slope: the residual coder's own dB per doubling of rate at that quality).
+    layout ``opts.chroma`` names when it is not the default), and the one of least
+    rate–distortion cost (rdcost.rd_cost) is kept.
     """
     quality, effort = opts.quality, opts.effort
     rgb = analysis.img.rgb
@@ -38,9 +47,9 @@ def code_residual(
     target, guide = plan if plan is not None else (rgb, None)
     extra = {} if guide is None else {"guide": guide}
     layout = opts.layout()
-    if effort < gating.VERIFY_EFFORT:
+    if effort < VERIFY_EFFORT:
         cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], layout)]
-    elif effort < gating.LAYOUT_EFFORT or layout is not None:
+    elif effort < LAYOUT_EFFORT or layout is not None:
         cands = [(pred, gate, layout) for pred, gate in plans]
     else:  # each candidate in every payload layout the backend offers for it
         cands = [
@@ -69,7 +78,7 @@ def code_residual(
         dec = backend.decode(payload, h, w) + pred
         mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
         bits = 8.0 * file_size(analysis, layers)
-        cost = gating.rd_cost(bits, mse, quality)
+        cost = rd_cost(bits, mse, quality)
         if best is None or cost < best[0]:
             best = (cost, layers, gate)
     assert best is not None

@@ -17,9 +17,9 @@ and image minus a Gaussian blur): scale 1 gave the best rate-PSNR trade-off (lar
 move along the same curve and add clipping of |residual| > 127/scale); 4:4:4 beat 4:2:0 by about
 3% BD-rate on average (up to 11% on colourful images) and is needed to approach lossless at
 quality 100. A file with no prediction anywhere codes the image itself, where 4:2:0 may cost
-less: from effort 6 the encoder codes both and keeps the cheaper by PSNR (on 12 held-out
+less: from effort 9 the encoder codes both and keeps the cheaper by PSNR (on 12 held-out
 BSDS500 training photos, 4:4:4 of the image cost 0.9 % more than 4:2:0, BD-rate over RGB
-PSNR; gating.LAYOUT_EFFORT says why it is not the default). ``--chroma 420`` (EncodeOptions
+PSNR; encoder/residual.LAYOUT_EFFORT says why not at lower efforts). ``--chroma 420`` (EncodeOptions
 .chroma) codes every residual 4:2:0; docs/benchmarks.md has its measurement. The thread count is fixed and the speed a function of the effort level (``SPEEDS``, 6 by
 default), so the payload is deterministic.
 """

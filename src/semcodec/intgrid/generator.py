@@ -1,10 +1,10 @@
-"""The integer-grid generator (A4, docs/format.md §7) in numpy: the decoder without torch.
+"""The integer generator (A4, docs/format.md §7) in numpy: the decoder without torch.
 
 Every convolution of the integer generator sums exactly representable integers (scaled by powers
 of two) below 2**24, so any summation order gives the same fp32 result: an im2col matrix
 product in numpy's BLAS gives the pixels of torch's convolution kernels bit for bit
-(tests/test_intgen.py, and the conformance files). Decoding then needs neither torch nor its
-1-2 s import.
+(tests/test_integer_generator.py, and the conformance files). Decoding then needs neither
+torch nor its 1-2 s import.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def integer_base(symbols: np.ndarray, levels: int) -> np.ndarray:
     return 2 * b - 256 * (levels - 1)
 
 
-class IntGenerator:
+class IntegerGenerator:
     """The integer generator of docs/format.md §7 from its stored table (numpy arrays)."""
 
     def __init__(self, state: dict[str, np.ndarray], threads: int | None = None):

@@ -16,8 +16,8 @@ This module runs the trained s2d generator on fixed integer grids instead:
 - between layers values move from grid to grid by powers of two and round half to even;
   the residual stream adds in IEEE fp32; the output pixel is an integer rounding division.
 
-docs/format.md specifies the arithmetic for other decoders; ``FixedGenerator.state`` is the
-integer table a bundle stores (weights, biases, shifts), never recomputed from float weights.
+docs/format.md specifies the arithmetic for other decoders; ``TorchIntegerGenerator.state`` is
+the integer table a bundle stores (weights, biases, shifts), never recomputed from float weights.
 """
 
 from __future__ import annotations
@@ -30,17 +30,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from semcodec.intgrid import generator as intgen
-from semcodec.intgrid import ops
+from semcodec.intgrid import generator, ops
 
 ACC_LIMIT = ops.ACC_LIMIT  # largest |partial sum| an fp32 accumulator holds exactly
-FACTOR = intgen.FACTOR  # compact layer → pixels
-DETAIL_SHIFT = intgen.DETAIL_SHIFT  # the last conv's grid: 2**-16 of the [-1, 1] range
-base_step = intgen.base_step
+FACTOR = generator.FACTOR  # compact layer → pixels
+DETAIL_SHIFT = generator.DETAIL_SHIFT  # the last conv's grid: 2**-16 of the [-1, 1] range
+base_step = generator.base_step
 
 
 @dataclass(frozen=True)
-class FixedSpec:
+class IntegerGridSpec:
     """Bounds of the integer grids (what the L1 budget of every layer's weights is sized for)."""
 
     act_max: int = 511  # H: ReLU outputs are integers in [0, H]
@@ -114,8 +113,9 @@ def ieee_fp32() -> Iterator[None]:
             mk.fp32_precision = prev
 
 
-class FixedGenerator:
-    """The integer-grid twin of an s2d Generator; ``forward`` gives uint8 pixels."""
+class TorchIntegerGenerator:
+    """The integer generator in torch (the twin of generator.IntegerGenerator, the same pixels);
+    ``forward`` gives uint8 pixels."""
 
     def __init__(self, state: dict[str, torch.Tensor]):
         """Build from the integer table a bundle stores (see ``state``)."""
@@ -143,7 +143,7 @@ class FixedGenerator:
 
     def check(self) -> None:
         """Refuse a table whose accumulators could leave fp32's exact integers."""
-        intgen.check_table({k: v.numpy() for k, v in self.state.items()})
+        generator.check_table({k: v.numpy() for k, v in self.state.items()})
 
     @torch.no_grad()
     def forward(self, symbols: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -155,7 +155,7 @@ class FixedGenerator:
             h, w = u.shape[-2] // s, u.shape[-1] // s
             qb = torch.round(u.double() / base_step(levels)).float()  # exact: a power of two
             lab = labels.long().clamp(min=0)
-            lab = torch.where(lab >= classes, intgen.UNKNOWN_AS, lab)  # UNKNOWN: classes.py
+            lab = torch.where(lab >= classes, generator.UNKNOWN_AS, lab)  # UNKNOWN: classes.py
             oh = F.one_hot(lab, classes).permute(0, 3, 1, 2)
             # the map is constant on 8x8 blocks: its s*s unshuffled copies are one channel at 1/s
             oh = F.interpolate(oh.float(), size=(h, w), mode="nearest")
@@ -172,7 +172,18 @@ class FixedGenerator:
             e = self.convs[-1](self._quantise(x, m["blocks"])).round_()
             del x
             detail = F.pixel_shuffle(e, s).to(torch.int64)  # in units of 2**-DETAIL_SHIFT
-        return _to_pixels(u[:, : intgen.RGB], detail, levels)
+        return _to_pixels(u[:, : generator.RGB], detail, levels)
+
+    def forward_numpy(self, symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """The decoder's call (decoder.GeneratorFn), as generator.IntegerGenerator.forward:
+        symbols (C,h,w) and labels (h,w) in, uint8 (8h,8w,3) out."""
+        from semcodec import runtime
+
+        sym = torch.from_numpy(np.ascontiguousarray(symbols, np.int64))[None]
+        lab = torch.from_numpy(np.ascontiguousarray(labels, np.int64))[None]
+        with runtime.network_heap():
+            v = self.forward(sym, lab)[0]
+        return v.permute(1, 2, 0).numpy()
 
     def _quantise(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """The stream as conv i's input: round(x * 2**-qshift) clamped to [-Q, Q]."""
@@ -195,7 +206,7 @@ def _to_pixels(u: torch.Tensor, detail: torch.Tensor, levels: int) -> torch.Tens
     return _round_div(num, 2 * k * (1 << DETAIL_SHIFT)).clamp_(0, 255).to(torch.uint8)
 
 
-_META = intgen.META
+_META = generator.META
 
 
 def pack_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -219,26 +230,12 @@ def pack_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def unpack_state(packed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Inverse of pack_state (intgrid.generator.unpack_table); ValueError on a malformed block."""
-    arrays = intgen.unpack_table({k: v.numpy() for k, v in packed.items()})
+    arrays = generator.unpack_table({k: v.numpy() for k, v in packed.items()})
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
 
 
-def kernel_of(fixed_gen: FixedGenerator):
-    """The decoder's generator kernel (decoder.GeneratorKernel) running this table in torch."""
-    from semcodec import runtime
-
-    def run(symbols: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        sym = torch.from_numpy(np.ascontiguousarray(symbols, np.int64))[None]
-        lab = torch.from_numpy(np.ascontiguousarray(labels, np.int64))[None]
-        with runtime.network_heap():
-            v = fixed_gen.forward(sym, lab)[0]
-        return v.permute(1, 2, 0).numpy()
-
-    return run
-
-
-def torch_kernel(state: dict[str, np.ndarray]):
-    """The kernel of a numpy integer table (decoder parts) in torch."""
-    return kernel_of(
-        FixedGenerator({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()})
+def from_table(table: dict[str, np.ndarray]) -> TorchIntegerGenerator:
+    """The torch integer generator of a numpy integer table (decoder parts)."""
+    return TorchIntegerGenerator(
+        {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in table.items()}
     )

@@ -1,4 +1,4 @@
-"""A4: the compact representation upsampled, and the generator that adds the enhancement."""
+"""A4: the compact representation upsampled, and the generator that adds detail to it: the base."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from semcodec.intgrid import generator_torch as fixed
+from semcodec.intgrid import generator_torch
 from semcodec.intgrid import ops as intops
 from semcodec.models.compnet import SafeReflectionPad2d, dequantize, make_norm, one_hot_map
 
@@ -56,12 +56,13 @@ class ResBlock(nn.Module):
 
 
 def upsample_base(compact: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """A4: the base image description, the compact representation bilinearly upsampled."""
+    """A4: the compact representation bilinearly upsampled (the bilinear base)."""
     return F.interpolate(compact, size=size, mode="bilinear", align_corners=False)
 
 
 class Generator(nn.Module):
-    """A4: predicts the enhancement from base + map; output = base + enhancement, in [-1, 1]."""
+    """A4: predicts the detail the bilinear upsampling lacks from it and the map; output (the
+    base) = upsampling + detail, in [-1, 1]."""
 
     def __init__(self, cfg: GeneratorConfig | None = None):
         super().__init__()
@@ -109,7 +110,8 @@ class Generator(nn.Module):
     def forward(
         self, compact: torch.Tensor, labels: torch.Tensor, size: tuple[int, int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(enhanced reconstruction, base), both (B,3,H,W) in [-1, 1]; labels at any resolution."""
+        """(the base, the bilinear upsampling alone), both (B,3,H,W) in [-1, 1]; labels at any
+        resolution."""
         base, x = self.body_input(compact, labels, size)
         return base[:, :RGB] + self.body(x), base[:, :RGB]
 
@@ -133,18 +135,18 @@ def has_integer_layout(gen: Generator) -> bool:
     return (
         c.kind == "s2d"
         and c.norm == "none"
-        and c.factor == fixed.FACTOR
-        and fixed.FACTOR % c.space_to_depth == 0
+        and c.factor == generator_torch.FACTOR
+        and generator_torch.FACTOR % c.space_to_depth == 0
     )
 
 
 # ----- its integer form (at export, or at load for random test bundles): intgrid/generator_torch.py
 def _int_weights(
     w: np.ndarray, b: np.ndarray, in_scale: np.ndarray, in_max: np.ndarray, e_out: int
-) -> fixed.TorchIntConv:
+) -> generator_torch.TorchIntConv:
     """intops.quantise as a TorchIntConv: the finest per-channel grid within the 2**24 bound."""
     q = intops.quantise(w, b, in_scale, in_max, e_out)
-    return fixed.TorchIntConv(
+    return generator_torch.TorchIntConv(
         torch.from_numpy(q.weight), torch.from_numpy(q.bias), torch.from_numpy(q.shift)
     )
 
@@ -163,10 +165,11 @@ def to_integer(
     gen: Generator,
     levels: int,
     calibration: Iterable[tuple[torch.Tensor, torch.Tensor]],
-    spec: fixed.FixedSpec | None = None,
-) -> fixed.FixedGenerator:
-    """Fix a trained s2d generator's grids from calibration (symbols, labels) pairs."""
-    spec = spec or fixed.FixedSpec()
+    spec: generator_torch.IntegerGridSpec | None = None,
+) -> generator_torch.TorchIntegerGenerator:
+    """The integer generator of a trained s2d generator, its grids fixed from calibration
+    (symbols, labels) pairs."""
+    spec = spec or generator_torch.IntegerGridSpec()
     if not has_integer_layout(gen):
         raise ValueError("only s2d generators without normalisation run on the integer grid")
     cfg = gen.cfg
@@ -176,7 +179,9 @@ def to_integer(
     hidden: list[list[torch.Tensor]] = [[] for _ in blocks]
     for symbols, labels in calibration:
         t = dequantize(symbols, levels)
-        _, x = gen.body_input(t, labels, (t.shape[-2] * fixed.FACTOR, t.shape[-1] * fixed.FACTOR))
+        _, x = gen.body_input(
+            t, labels, (t.shape[-2] * generator_torch.FACTOR, t.shape[-1] * generator_torch.FACTOR)
+        )
         x = F.relu(conv0(body[0](x)))
         for i, blk in enumerate(blocks):
             stream_in[i].append(x.abs().amax(dim=(0, 2, 3)))
@@ -190,7 +195,7 @@ def to_integer(
     )
     e_q = [intops.grid_exponent(float(torch.stack(v).max()), spec.input_max) for v in stream_in]
     e_h = [intops.grid_exponent(_stat(v, spec.quantile), spec.act_max) for v in hidden]
-    step = fixed.base_step(levels)
+    step = generator_torch.base_step(levels)
     qb_max = 256 * (levels - 1) // step
     nb = cfg.compact_channels * s2
     in_scale0 = np.array([step / (256 * (levels - 1))] * nb + [1.0] * (cfg.num_classes * s2))
@@ -209,14 +214,16 @@ def to_integer(
         convs.append(_int_weights(np_(c2.weight), np_(c2.bias), h_scale, h_max, e_x))
     q_scale, q_max = np.full(width, 2.0 ** e_q[-1]), np.full(width, spec.input_max)
     convs.append(
-        _int_weights(np_(last.weight), np_(last.bias), q_scale, q_max, -fixed.DETAIL_SHIFT)
+        _int_weights(
+            np_(last.weight), np_(last.bias), q_scale, q_max, -generator_torch.DETAIL_SHIFT
+        )
     )
     meta = (levels, cfg.num_classes, cfg.space_to_depth, len(blocks), spec.act_max, spec.input_max)
     state: dict[str, torch.Tensor] = {"meta": torch.tensor(meta, dtype=torch.int64)}
     for i, c in enumerate(convs):
         state[f"c{i}.w"], state[f"c{i}.b"], state[f"c{i}.s"] = c.weight, c.bias, c.shift
     state["qshift"] = torch.tensor([e - e_x for e in e_q], dtype=torch.int64)
-    table = fixed.FixedGenerator(state)
+    table = generator_torch.TorchIntegerGenerator(state)
     table.check()
     return table
 

@@ -104,9 +104,19 @@ def attach(
         info.pop(SEG_CLASS_BIAS, None)
         if seg_bias:
             info[SEG_CLASS_BIAS] = dict(seg_bias)
-    fixed_state = src.fixed.state if src.fixed is not None else None
+    integer = src.integer_generator
+    generator_table = integer.state if integer is not None else None
     return save_bundle_in(
-        dest, spec, seg, src.comp, src.gen, src.compact_table, info, fixed_state, enhancer, table
+        dest,
+        spec,
+        seg,
+        src.comp,
+        src.gen,
+        src.compact_table,
+        info,
+        generator_table,
+        enhancer,
+        table,
     )
 
 

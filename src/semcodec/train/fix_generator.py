@@ -1,7 +1,7 @@
 """`semcodec train fix-generator`: put a bundle's generator on its integer grid (intgrid/generator_torch.py).
 
 Why: a float generator decodes to slightly different pixels on different instruction sets and
-thread counts. The integer-grid twin is exact everywhere; its grids (the activation ranges)
+thread counts. The integer generator is exact everywhere; its grids (the activation ranges)
 are calibrated here on training photos through the real encoder, its weights rounded under
 the 2**24 budget, and the resulting integer table is stored in a new bundle. Float and integer
 generator are compared on held-out training photos (never the test sets).
@@ -18,7 +18,7 @@ import torch
 
 from semcodec.format.tiling import MAP_SCALE
 from semcodec.imageio import list_images
-from semcodec.intgrid import generator_torch as fixed
+from semcodec.intgrid import generator_torch
 from semcodec.metrics import psnr
 from semcodec.models.generator import pixels, to_integer
 from semcodec.train.common import bundle_option, dest_option, photos_option
@@ -42,7 +42,10 @@ def _encoded(
 
 
 def compare(
-    bundle_gen: torch.nn.Module, fixed_gen: fixed.FixedGenerator, levels: int, held_out: list
+    bundle_gen: torch.nn.Module,
+    integer: generator_torch.TorchIntegerGenerator,
+    levels: int,
+    held_out: list,
 ) -> dict:
     """Mean PSNR of the float and the integer generator, and between them, on held-out images."""
     from semcodec.models.compnet import dequantize
@@ -55,7 +58,7 @@ def compare(
                 dequantize(sym, levels), lab, (sym.shape[-2] * MAP_SCALE, sym.shape[-1] * MAP_SCALE)
             )
         vf = pixels(v[0]).permute(1, 2, 0).numpy()
-        vq = fixed_gen.forward(sym, lab)[0].permute(1, 2, 0).numpy()
+        vq = integer.forward(sym, lab)[0].permute(1, 2, 0).numpy()
         vf, vq = vf[:h, :w], vq[:h, :w]
         pf.append(psnr(rgb, vf))
         pq.append(psnr(rgb, vq))
@@ -74,27 +77,27 @@ def fix_bundle(
     dest: Path,
     calibration: int = 12,
     held_out: int = 8,
-    spec: fixed.FixedSpec | None = None,
+    spec: generator_torch.IntegerGridSpec | None = None,
     source: str = "",
 ) -> tuple[Path, dict]:
     """Write '<dest>/<name>-<sha8>.pt': the same networks plus the integer generator table."""
-    spec = spec or fixed.FixedSpec()
+    spec = spec or generator_torch.IntegerGridSpec()
     bundle = load_bundle(str(bundle_path))
     data = _encoded(str(bundle_path), list(photos[:calibration]) + list(photos[-held_out:]))
     cal, val = data[:calibration], data[calibration:]
-    fixed_gen = to_integer(bundle.gen, bundle.levels, [(s, lab) for _, s, lab in cal], spec)
+    integer = to_integer(bundle.gen, bundle.levels, [(s, lab) for _, s, lab in cal], spec)
     record = {
         "calibration_images": len(cal),
         "source": source,
         "act_max": spec.act_max,
         "input_max": spec.input_max,
-        **compare(bundle.gen, fixed_gen, bundle.levels, val),
+        **compare(bundle.gen, integer, bundle.levels, val),
     }
     info = dict(bundle.info)
     info["integer_generator"] = record
     path = save_bundle_in(
         dest, bundle.spec, bundle.seg, bundle.comp, bundle.gen, bundle.compact_table, info,
-        fixed_state=fixed_gen.state,
+        generator_table=integer.state,
     )  # fmt: skip
     return path, record
 
@@ -106,7 +109,7 @@ def fix_bundle(
 @click.option("--held-out", type=int, default=8, show_default=True)
 @dest_option
 def fix_generator_command(bundle_path, photos, calibration, held_out, dest):
-    """Calibrate and store a bundle's integer-grid generator (bit-exact decoding)."""
+    """Calibrate and store a bundle's integer generator (bit-exact decoding)."""
     files = list_images(photos)
     if len(files) < calibration + held_out:
         raise click.UsageError(f"need {calibration + held_out} images in {photos}")

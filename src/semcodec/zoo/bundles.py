@@ -22,8 +22,8 @@ from semcodec.decoder.parts import DecoderParts, save_parts
 from semcodec.defaults import DEFAULT_MODEL
 from semcodec.errors import ModelError
 from semcodec.format.compact import validate_table
-from semcodec.intgrid import generator_torch as fixed
-from semcodec.intgrid.generator_torch import FixedGenerator
+from semcodec.intgrid import generator_torch
+from semcodec.intgrid.generator_torch import TorchIntegerGenerator
 from semcodec.models.compnet import COMPNET_CONFIGS, CompNet, CompNetConfig
 from semcodec.models.context_model import ContextModel
 from semcodec.models.enhance import EnhanceNet, build_enhance, to_integer
@@ -86,8 +86,8 @@ class ModelBundle:
     seg: SegNet = _Built()  # type: ignore[assignment]
     comp: CompNet = _Built()  # type: ignore[assignment]
     gen: Generator = _Built()  # type: ignore[assignment]
-    # the decoder's integer-grid generator (intgrid/generator_torch.py)
-    fixed: FixedGenerator | None = _Built()  # type: ignore[assignment]
+    # the integer generator the decoder runs (intgrid/generator_torch.py)
+    integer_generator: TorchIntegerGenerator | None = _Built()  # type: ignore[assignment]
     # the enhancement network, float (training, reference)
     enhancer: EnhanceNet | None = _Built()  # type: ignore[assignment]
 
@@ -100,7 +100,7 @@ class ModelBundle:
         compact_table: np.ndarray,
         hash: str,
         info: dict,
-        fixed: FixedGenerator | Deferred | None = None,
+        integer_generator: TorchIntegerGenerator | Deferred | None = None,
         enhancer: EnhanceNet | Deferred | None = None,
         enh_table: dict[str, np.ndarray] | None = None,  # its integer table (intgrid/enhancer.py)
     ) -> None:
@@ -110,7 +110,7 @@ class ModelBundle:
             "seg": seg,
             "comp": comp,
             "gen": gen,
-            "fixed": fixed,
+            "integer_generator": integer_generator,
             "enhancer": enhancer,
         }
 
@@ -188,7 +188,7 @@ def serialize_bundle(
     table: np.ndarray,
     info: dict | None = None,
     half: bool = True,
-    fixed_state: dict[str, torch.Tensor] | None = None,
+    generator_table: dict[str, torch.Tensor] | None = None,
     enhancer: EnhanceNet | None = None,
     enh_table: dict[str, np.ndarray] | None = None,
 ) -> bytes:
@@ -210,8 +210,9 @@ def serialize_bundle(
         "gen": pack(gen),
         "compact_table": torch.from_numpy(table.astype(np.int32)),
     }
-    if fixed_state is not None:
-        obj["gen_fixed"] = {k: v.contiguous() for k, v in fixed.pack_state(fixed_state).items()}
+    if generator_table is not None:  # "gen_fixed": the key shipped files (and hashes) have
+        packed = generator_torch.pack_state(generator_table)
+        obj["gen_fixed"] = {k: v.contiguous() for k, v in packed.items()}
     if enhancer is not None:
         obj["enhance"] = pack(enhancer)
     if enh_table is not None:
@@ -231,7 +232,7 @@ def save_bundle(
     gen,
     table,
     info=None,
-    fixed_state=None,
+    generator_table=None,
     enhancer: EnhanceNet | None = None,
     enh_table: dict[str, np.ndarray] | None = None,
 ) -> Path:
@@ -243,7 +244,7 @@ def save_bundle(
         gen,
         table,
         info,
-        fixed_state=fixed_state,
+        generator_table=generator_table,
         enhancer=enhancer,
         enh_table=enh_table,
     )
@@ -303,7 +304,7 @@ def _load_file(path: Path, spec: BundleSpec | None) -> ModelBundle:
         table,
         h,
         info,
-        _from_state(obj, "gen_fixed", lambda st: _load_fixed(st, name)),
+        _from_state(obj, "gen_fixed", lambda st: _load_integer_generator(st, name)),
         _from_state(obj, "enhance", lambda st: _load_enhancer(spec, st, name)),
         enh_table,
     )
@@ -383,19 +384,21 @@ def _load_enhancer(spec: BundleSpec, state: dict | None, name: str) -> EnhanceNe
     return net.eval()
 
 
-def _load_fixed(state: dict | None, name: str) -> FixedGenerator | None:
+def _load_integer_generator(state: dict | None, name: str) -> TorchIntegerGenerator | None:
     """The stored integer generator table, checked against fp32's exact range."""
     if state is None:
         return None
     try:
-        gen_fixed = FixedGenerator(fixed.unpack_state(state))
-        gen_fixed.check()
+        integer = TorchIntegerGenerator(generator_torch.unpack_state(state))
+        integer.check()
     except (KeyError, ValueError, RuntimeError) as exc:
         raise ModelError(f"model weights {name}: bad integer generator table ({exc})") from None
-    return gen_fixed
+    return integer
 
 
-def fix_random(gen: Generator, levels: int, seed: int = 0) -> FixedGenerator | None:
+def random_integer_generator(
+    gen: Generator, levels: int, seed: int = 0
+) -> TorchIntegerGenerator | None:
     """The integer generator of a bundle without photos: grids from seeded synthetic inputs."""
     if not has_integer_layout(gen):
         return None
@@ -422,8 +425,8 @@ def _load_random(spec: BundleSpec) -> ModelBundle:
     """A seeded random-initialised bundle (tests); its hash covers the initial weights."""
     seg, comp, gen, ctx = _build(spec)
     table = ctx.integer_table()
-    gen_fixed = fix_random(gen.eval(), comp.cfg.levels, spec.seed)
-    state = gen_fixed.state if gen_fixed is not None else None
+    integer = random_integer_generator(gen.eval(), comp.cfg.levels, spec.seed)
+    state = integer.state if integer is not None else None
     enh, enh_table = random_enhancer(spec.enhance, spec.seed) if spec.enhance else (None, None)
     h = state_hash(
         serialize_bundle(
@@ -433,13 +436,13 @@ def _load_random(spec: BundleSpec) -> ModelBundle:
             gen,
             table,
             half=False,
-            fixed_state=state,
+            generator_table=state,
             enhancer=enh,
             enh_table=enh_table,
         )
     )
     return ModelBundle(
-        spec, seg.eval(), comp.eval(), gen.eval(), table, h, {}, gen_fixed, enh, enh_table
+        spec, seg.eval(), comp.eval(), gen.eval(), table, h, {}, integer, enh, enh_table
     )
 
 
@@ -473,10 +476,10 @@ def decoder_parts(
     bundle: ModelBundle, released: str = "", with_generator: bool = True
 ) -> DecoderParts:
     """What decoding this bundle's files needs (parts.py), taken from the loaded bundle;
-    without the generator table for a decoder given its own kernel (nothing built for it)."""
+    without the generator table for a decoder given its own generator (nothing built for it)."""
     gen = None
-    if with_generator and bundle.fixed is not None:
-        gen = {k: v.numpy() for k, v in bundle.fixed.state.items()}
+    if with_generator and bundle.integer_generator is not None:
+        gen = {k: v.numpy() for k, v in bundle.integer_generator.state.items()}
     return DecoderParts(
         name=bundle.name,
         hash=bundle.hash,
@@ -492,9 +495,10 @@ def decoder_parts(
 
 def write_decoder_parts(bundle: ModelBundle, folder: Path, released: str) -> Path:
     """Install a bundle's decoder parts as '<folder>/<name>-<hash8>.npz' (at release)."""
-    if bundle.fixed is None:
+    if bundle.integer_generator is None:
         raise ModelError(f"model {bundle.name!r} has no integer generator: nothing to install")
     parts = decoder_parts(bundle, released)
-    packed = {k: v.numpy() for k, v in fixed.pack_state(bundle.fixed.state).items()}
+    state = bundle.integer_generator.state
+    packed = {k: v.numpy() for k, v in generator_torch.pack_state(state).items()}
     folder.mkdir(parents=True, exist_ok=True)
     return save_parts(folder / f"{parts.release}.npz", parts, packed)

@@ -54,21 +54,7 @@ REGISTRY: dict[str, BundleSpec] = {
     # default's segmentation net, CompNet and compact table with a generator fine-tuned for
     # SSIMULACRA 2 and the adversarial terms: the same bytes, another picture (models/perceptual.md)
     "perceptual": BundleSpec("perceptual", weights="perceptual-aad29cfb.pt"),
-    # Tiny random-initialised bundle: for tests and for checking the pipeline without weights.
-    "tiny": BundleSpec(
-        "tiny", seg="tiny", compnet="tiny", generator="tiny", weights=None, seed=1234
-    ),
-    # "tiny" with a random enhancement network and UNKNOWN in its map: tests of the ENHANCE
-    # layer's paths and of the 12-symbol map
-    "tiny-enh": BundleSpec(
-        "tiny-enh",
-        seg="tiny-u",
-        compnet="tiny",
-        generator="tiny",
-        weights=None,
-        seed=1234,
-        enhance="tiny",
-    ),
+    # the random test bundles (tiny, tiny-enh) are the tests' own: tests/testbundles.py
 }
 
 

@@ -41,10 +41,12 @@ def worker_nets(spec: dict[str, Any]) -> dict[str, Any]:
     sym = torch.randint(0, levels, (1, comp.cfg.out_channels, h // f, w // f), generator=g)
     t = dequantize(sym, levels)
     from semcodec import runtime
-    from semcodec.zoo.bundles import fix_random
+    from semcodec.zoo.bundles import random_integer_generator
 
-    # what the decoder runs: the bundle's integer table, or one fixed from its weights
-    integer = b.fixed if b.fixed is not None else fix_random(gen, levels)
+    # what the decoder runs: the bundle's integer generator, or one made from its weights
+    integer = b.integer_generator
+    if integer is None:
+        integer = random_integer_generator(gen, levels)
     calls: dict[str, Callable[[], Any]] = {
         "segmentation": lambda: seg.logits_lowres(x),
         "compnet": lambda: comp(x, labels),

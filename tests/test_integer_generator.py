@@ -8,9 +8,7 @@ import torch
 
 from semcodec.decoder import parts
 from semcodec.errors import ModelError
-from semcodec.intgrid import generator as intgen
-from semcodec.intgrid import generator_torch as fixed
-from semcodec.intgrid import ops
+from semcodec.intgrid import generator, generator_torch, ops
 from semcodec.zoo import bundles as zoo
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,16 +24,23 @@ def _inputs(levels: int, channels: int, h: int = 6, w: int = 9, seed: int = 0):
     return rng.integers(0, levels, (channels, h, w)), rng.integers(0, 11, (h, w))
 
 
-def test_numpy_and_torch_kernels_give_the_same_pixels(bundle) -> None:
-    state = {k: v.numpy() for k, v in bundle.fixed.state.items()}
-    gen = intgen.IntGenerator(state)
+def test_numpy_and_torch_integer_generators_give_the_same_pixels(bundle) -> None:
+    state = {k: v.numpy() for k, v in bundle.integer_generator.state.items()}
+    gen = generator.IntegerGenerator(state)
     for seed in range(3):
         sym, lab = _inputs(bundle.levels, gen.channels, seed=seed)
-        want = bundle.fixed.forward(torch.from_numpy(sym)[None], torch.from_numpy(lab)[None])
+        want = bundle.integer_generator.forward(
+            torch.from_numpy(sym)[None], torch.from_numpy(lab)[None]
+        )
         got = gen.forward(sym, lab)
         assert got.dtype == np.uint8 and got.shape == (48, 72, 3)
         assert np.array_equal(got, want[0].permute(1, 2, 0).numpy())
-    assert np.array_equal(fixed.torch_kernel(state)(sym, lab), got)
+    assert np.array_equal(generator_torch.from_table(state).forward_numpy(sym, lab), got)
+
+
+def _torch_pixels(table: dict, sym: np.ndarray, lab: np.ndarray) -> np.ndarray:
+    """The torch integer generator's pixels from a numpy table, as the decoder calls it."""
+    return generator_torch.from_table(table).forward_numpy(sym, lab)
 
 
 def _oldest_release() -> parts.DecoderParts:
@@ -51,11 +56,11 @@ def test_a_changed_weight_changes_the_numpy_pixels() -> None:
     released = _oldest_release()  # a shipped release: every conv is in use
     state = {k: v.copy() for k, v in released.generator.items()}
     sym, lab = _inputs(released.levels, released.channels)
-    ref = intgen.IntGenerator(state).forward(sym, lab)
+    ref = generator.IntegerGenerator(state).forward(sym, lab)
     last = f"c{2 * int(state['meta'][3]) + 1}.w"
     state[last][0, 0, 1, 1] += 2000
-    assert not np.array_equal(intgen.IntGenerator(state).forward(sym, lab), ref)
-    want = fixed.torch_kernel(released.generator)(sym, lab)
+    assert not np.array_equal(generator.IntegerGenerator(state).forward(sym, lab), ref)
+    want = _torch_pixels(released.generator, sym, lab)
     assert np.array_equal(ref, want)
 
 
@@ -63,19 +68,19 @@ def test_numpy_generator_on_threads_gives_the_same_pixels(monkeypatch) -> None:
     """Rows split over the generator's threads (one row per product) change no pixel."""
     released = _oldest_release()
     sym, lab = _inputs(released.levels, released.channels, seed=3)
-    want = fixed.torch_kernel(released.generator)(sym, lab)
+    want = _torch_pixels(released.generator, sym, lab)
     monkeypatch.setattr(ops, "CHUNK_BYTES", 1)
     for threads in (1, 2, 3):
-        got = intgen.IntGenerator(released.generator, threads=threads).forward(sym, lab)
+        got = generator.IntegerGenerator(released.generator, threads=threads).forward(sym, lab)
         assert np.array_equal(got, want), threads
 
 
 def test_check_table_refuses_accumulators_beyond_2_pow_24(bundle) -> None:
-    state = {k: v.numpy().copy() for k, v in bundle.fixed.state.items()}
-    intgen.check_table(state)
+    state = {k: v.numpy().copy() for k, v in bundle.integer_generator.state.items()}
+    generator.check_table(state)
     state["c1.w"] = state["c1.w"].astype(np.int64) * 100000
     with pytest.raises(ValueError, match="2\\*\\*24"):
-        intgen.check_table(state)
+        generator.check_table(state)
 
 
 def test_parts_round_trip_and_are_found_by_hash(bundle, tmp_path, monkeypatch) -> None:

@@ -1,5 +1,5 @@
-"""The integer-grid generator (intgrid/generator_torch.py): exact arithmetic, close to the float network,
-and the same pixels under every instruction set, thread count and convolution backend."""
+"""The torch integer generator (intgrid/generator_torch.py): exact arithmetic, close to the float
+network, and the same pixels under every instruction set, thread count and convolution backend."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from semcodec.encoder.codec import Codec
 from semcodec.errors import ModelError
-from semcodec.intgrid import generator_torch as fixed
+from semcodec.intgrid import generator_torch
 from semcodec.models.compnet import dequantize
 from semcodec.models.generator import (
     GENERATOR_CONFIGS,
@@ -56,7 +56,7 @@ def test_integer_base_is_torch_bilinear(shape, levels):
     """The integer base is torch's 8x bilinear upsampling of the dequantised symbols, exactly."""
     g = torch.Generator().manual_seed(sum(shape) + levels)
     sym = torch.randint(0, levels, (2, 3, *shape), generator=g)
-    u = fixed.integer_base(sym, levels)
+    u = generator_torch.integer_base(sym, levels)
     ref = upsample_base(dequantize(sym, levels), (8 * shape[0], 8 * shape[1])).double()
     assert u.dtype == torch.int64 and u.shape == ref.shape
     assert torch.allclose(u.double() / (256 * (levels - 1)), ref, atol=1e-6, rtol=0)
@@ -67,7 +67,7 @@ def test_round_div_is_half_to_even():
     rng = np.random.default_rng(0)
     den = 48
     nums = np.concatenate([rng.integers(-(10**9), 10**9, 2000), np.arange(-5, 6) * den // 2])
-    got = fixed._round_div(torch.from_numpy(nums), den).numpy()
+    got = generator_torch._round_div(torch.from_numpy(nums), den).numpy()
     want = [round(Fraction(int(n), den)) for n in nums]  # Python rounds half to even
     assert got.tolist() == want
 
@@ -116,14 +116,14 @@ def test_a_table_over_the_exact_range_is_refused(tmp_path):
     state["c1.w"] = state["c1.w"].clone()
     state["c1.w"][0, 0, 0, 0] = 1 << 20
     with pytest.raises(ValueError, match="2\\*\\*24"):
-        fixed.FixedGenerator(state).check()
+        generator_torch.TorchIntegerGenerator(state).check()
     b = zoo.load_bundle("tiny")
     path = zoo.save_bundle(
-        tmp_path, b.spec, b.seg, b.comp, b.gen, b.compact_table, {}, fixed_state=state
+        tmp_path, b.spec, b.seg, b.comp, b.gen, b.compact_table, {}, generator_table=state
     )
     bundle = zoo.load_bundle(str(path))
     with pytest.raises(ModelError, match="integer generator table"):
-        bundle.fixed  # noqa: B018 - building it is the check
+        bundle.integer_generator  # noqa: B018 - building it is the check
     codec = Codec(str(path))
     data = codec.encode(np.full((16, 16, 3), 128, np.uint8), quality=0)  # the generator's input
     with pytest.raises(ModelError, match="integer generator table"):
@@ -133,11 +133,11 @@ def test_a_table_over_the_exact_range_is_refused(tmp_path):
 SCRIPT = r"""
 import hashlib, json, sys
 import torch
-from semcodec.intgrid import generator_torch as fixed
+from semcodec.intgrid import generator_torch
 torch.set_num_threads(int(sys.argv[1]))
 state = torch.load(sys.argv[2], weights_only=True)
 sym = torch.load(sys.argv[3], weights_only=True)
-fg = fixed.FixedGenerator(state)
+fg = generator_torch.TorchIntegerGenerator(state)
 with torch.backends.mkldnn.flags(enabled=sys.argv[4] == "onednn"):
     out = fg.forward(sym["symbols"], sym["labels"])
 print(json.dumps({"hash": hashlib.sha256(out.numpy().tobytes()).hexdigest(),
@@ -189,13 +189,13 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
     )
     try:
         codec = Codec("paper-gen")
-        assert codec.bundle.fixed is None and not has_integer_layout(codec.bundle.gen)
+        assert codec.bundle.integer_generator is None and not has_integer_layout(codec.bundle.gen)
         img = np.random.default_rng(0).integers(0, 256, (40, 48, 3), dtype=np.uint8)
         data = codec.encode(img, quality=0, residual="native")
         a = codec.decode(data).image
         assert a.size == (48, 40) and a.tobytes() == codec.decode(data).image.tobytes()
         tiny = zoo.load_bundle("tiny")
-        assert tiny.fixed is not None and has_integer_layout(tiny.gen)
+        assert tiny.integer_generator is not None and has_integer_layout(tiny.gen)
     finally:
         registry.REGISTRY.pop("paper-gen", None)
         zoo._CACHE.pop("paper-gen", None)
@@ -204,19 +204,20 @@ def test_bundles_without_an_integer_table_decode_with_the_float_generator():
 def test_packed_weight_block_round_trips_and_is_checked(tmp_path):
     """The bundle stores the integer weights as one compressed int16 block: exact, and checked."""
     tiny = zoo.load_bundle("tiny")
-    packed = fixed.pack_state(tiny.fixed.state)
-    unpacked = fixed.unpack_state(packed)
-    assert all(torch.equal(unpacked[k], tiny.fixed.state[k]) for k in tiny.fixed.state)
+    state = tiny.integer_generator.state
+    packed = generator_torch.pack_state(state)
+    unpacked = generator_torch.unpack_state(packed)
+    assert all(torch.equal(unpacked[k], state[k]) for k in state)
     assert int(packed["weights_bits"]) == 16
     bad = dict(packed)
     bad["weights_zst"] = packed["weights_zst"][:-5].clone()
     with pytest.raises(ValueError, match="weight block"):
-        fixed.unpack_state(bad)
+        generator_torch.unpack_state(bad)
     big = dict(packed)
     big["weights_shape"] = packed["weights_shape"].clone()
     big["weights_shape"][0, 0] = 1 << 20
     with pytest.raises(ValueError, match="too large|wrong size|weight block"):
-        fixed.unpack_state(big)
+        generator_torch.unpack_state(big)
 
 
 def test_fix_generator_command_writes_a_calibrated_bundle(tmp_path):
@@ -237,7 +238,7 @@ def test_fix_generator_command_writes_a_calibrated_bundle(tmp_path):
         Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(photos[-1])
     out, rec = fix_bundle(src, photos, tmp_path / "out", calibration=2, held_out=1)
     new = zoo.load_bundle(str(out))
-    assert new.fixed is not None and new.hash != b.hash
+    assert new.integer_generator is not None and new.hash != b.hash
     assert rec["calibration_images"] == 2 and rec["held_out_images"] == 1
     assert rec["psnr_float_vs_integer"] > 40
     assert new.info["integer_generator"]["act_max"] == 511
