@@ -149,11 +149,6 @@ class Codec:
         return run
 
     @property
-    def kernel(self) -> decoder.GeneratorFn:
-        """The old name of ``generator``, kept while bench/front/measure.py still reads it."""
-        return self.generator
-
-    @property
     def prediction_parts(self) -> prediction.PredictionParts:
         """What the prediction stages need of the model (prediction.py)."""
         return prediction.PredictionParts(

@@ -100,7 +100,7 @@ def _plain(model: str, data: bytes) -> tuple[bytes, np.ndarray, float]:
     header, layers = container.unpack(data)
     plain = container.pack(header, {k: v for k, v in layers.items() if k != LayerKind.ENHANCE})
     codec = _codec(model)
-    dec = Decoder(codec.decoder.parts, codec.kernel, codec.limits, codec.tiling, enhance=False)
+    dec = Decoder(codec.decoder.parts, codec.generator, codec.limits, codec.tiling, enhance=False)
     result, cpu, _ = _cpu(lambda: dec.decode(plain))
     return plain, np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy(), cpu
 
