@@ -33,12 +33,13 @@ from semcodec.batch.verify import Existing
 from semcodec.defaults import DEFAULT_CLUSTER_TIMEOUT
 from semcodec.errors import SemcodecError, describe_error
 from semcodec.imageio import remove_stale_temps
+from semcodec.stages import TileProgress
 
 # the in-process batch's tile progress (Codec calls' progress); None in worker processes
-_TILE_PROGRESS: Callable[[str, int, int], None] | None = None
+_TILE_PROGRESS: TileProgress | None = None
 
 
-def tile_progress() -> Callable[[str, int, int], None] | None:
+def tile_progress() -> TileProgress | None:
     """What a worker function passes as progress: the batch's bar in this process only."""
     return _TILE_PROGRESS
 

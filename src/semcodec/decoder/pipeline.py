@@ -9,7 +9,6 @@ torch's import. ``--layer map`` reads the header and the map layer alone.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,24 +41,11 @@ from semcodec.format.tiling import (
     grow,
 )
 from semcodec.intgrid.enhancer import IntEnhancer
+from semcodec.stages import Clock, StageTimes, TileProgress
 
 # the generator as the decoder calls it: (symbols (C,h,w) int64, labels (h,w) int64) → uint8
 # (8h, 8w, 3); the integer generator's forward, numpy's or torch's
 GeneratorFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-# called as progress(stage, done, total) after each tile of a tiled image (total 0: a stage began)
-Progress = Callable[[str, int, int], None]
-
-
-@dataclass
-class StageTimes:
-    """Wall and CPU seconds (all threads) per stage of one encode or decode (benchmarks)."""
-
-    wall: dict[str, float] = field(default_factory=dict)
-    cpu: dict[str, float] = field(default_factory=dict)
-
-    def copy(self) -> StageTimes:
-        """An independent copy, to go on from without changing this one."""
-        return StageTimes(dict(self.wall), dict(self.cpu))
 
 
 @dataclass
@@ -123,7 +109,7 @@ def reconstruct(
     crop: tuple[int, int],
     generator: GeneratorFn,
     tiling: Tiling = DEFAULT_TILING,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: TileProgress | None = None,
 ) -> np.ndarray:
     """A4: the base (the generator's picture), uint8 (h,w,3), tile by tile as the encoder ran."""
     _, mh, mw = symbols.shape
@@ -227,7 +213,7 @@ class Decoder:
         data: bytes,
         layer: str = "full",
         keep_base: bool = False,
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
     ) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
 
@@ -317,23 +303,6 @@ def decoder_for(header: Header, limits: Limits | None = None) -> Decoder | None:
     if parts is None or parts.generator is None:
         return None
     return Decoder(parts, limits=limits)
-
-
-class Clock:
-    """Records wall and CPU seconds since the previous call under a stage name (benchmarks)."""
-
-    def __init__(self, times: StageTimes | None = None):
-        """Add to ``times`` (a fresh StageTimes if None), which the caller returns."""
-        self.times = times if times is not None else StageTimes()
-        self.t, self.c = time.perf_counter(), time.process_time()
-
-    def __call__(self, stage: str) -> None:
-        """Close the current stage."""
-        t, c = time.perf_counter(), time.process_time()
-        wall, cpu = self.times.wall, self.times.cpu
-        wall[stage] = wall.get(stage, 0.0) + t - self.t
-        cpu[stage] = cpu.get(stage, 0.0) + c - self.c
-        self.t, self.c = t, c
 
 
 def assemble(

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from semcodec.decoder.pipeline import StageTimes
 from semcodec.encoder import roi
 from semcodec.encoder.options import EncodeOptions
 from semcodec.format.container import LayerKind
 from semcodec.format.metadata import Metadata
 from semcodec.imageio import LoadedImage
+from semcodec.stages import StageTimes
 
 
 @dataclass

@@ -22,7 +22,7 @@ from PIL import Image
 
 from semcodec import runtime
 from semcodec.decoder import pipeline as decoder
-from semcodec.decoder.pipeline import DecodeResult, Progress
+from semcodec.decoder.pipeline import DecodeResult
 from semcodec.defaults import DEFAULT_MODEL
 from semcodec.encoder import enhance, prediction, roi, segment
 from semcodec.encoder.analysis import Analysis, EncodeStats
@@ -41,6 +41,7 @@ from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Tiling, pad_rgb
 from semcodec.imageio import LoadedImage, from_pil, load_image
 from semcodec.models.compnet import dequantize
 from semcodec.models.generator import pixels
+from semcodec.stages import Clock, TileProgress
 from semcodec.zoo import bundles as zoo
 from semcodec.zoo import registry
 from semcodec.zoo.bundles import ModelBundle, load_bundle
@@ -87,7 +88,7 @@ class Codec:
         self._decoder: decoder.Decoder | None = None
         self._decoder_lock = threading.Lock()
 
-    def _runner(self, progress: Progress | None) -> segment.Runner:
+    def _runner(self, progress: TileProgress | None) -> segment.Runner:
         """Encoder work: a fixed split on one thread per piece, or plain intra-op threads;
         tiled stages report each finished piece to ``progress``."""
 
@@ -100,7 +101,7 @@ class Codec:
         return run
 
     # ----- encoder -------------------------------------------------------------------------
-    def semantic_map(self, rgb: np.ndarray, progress: Progress | None = None) -> np.ndarray:
+    def semantic_map(self, rgb: np.ndarray, progress: TileProgress | None = None) -> np.ndarray:
         """A1: the 1/8-resolution label map of a padded (H,W,3) uint8 image (segment.py)."""
         with runtime.network_heap():
             run = self._runner(progress)
@@ -111,7 +112,7 @@ class Codec:
         rgb: np.ndarray,
         labels: np.ndarray,
         refine: RefineConfig | None = None,
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
     ) -> np.ndarray:
         """A2/A3: integer compact symbols (C,h,w) of a padded uint8 image and its map
         (compact.py: CompNet per tile in row bands; ``refine`` None: off)."""
@@ -124,7 +125,7 @@ class Codec:
         symbols: np.ndarray,
         labels: np.ndarray,
         crop: tuple[int, int],
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
     ) -> np.ndarray:
         """A4: the base (the generator's picture), uint8 (h,w,3), from decoded integers (tiled).
 
@@ -167,7 +168,7 @@ class Codec:
         self,
         image: Image.Image | np.ndarray | LoadedImage | str | bytes,
         options: EncodeOptions | None = None,
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
         **settings: Any,
     ) -> bytes:
         """Encode an image into a complete .sem file with ``options`` (default EncodeOptions()),
@@ -178,7 +179,7 @@ class Codec:
         self,
         image: Image.Image | np.ndarray | LoadedImage | str | bytes,
         options: EncodeOptions | None = None,
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
         **settings: Any,
     ) -> tuple[bytes, EncodeStats]:
         """Encode and report bytes per layer and seconds per stage (``encode``'s arguments)."""
@@ -190,7 +191,7 @@ class Codec:
         self,
         image: Image.Image | np.ndarray | LoadedImage | str | bytes,
         options: EncodeOptions | None = None,
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
         **settings: Any,
     ) -> Analysis:
         """Run what every quality shares (map, compact layer, their payloads) once.
@@ -201,7 +202,7 @@ class Codec:
         are fixed here for every quality of this analysis.
         """
         opts = _options(options, EncodeOptions(), settings)
-        clock = decoder.Clock()
+        clock = Clock()
         img = self._load(image)
         clock("load")
         h, w = img.rgb.shape[:2]
@@ -228,7 +229,7 @@ class Codec:
         )
 
     def _prepare_base(
-        self, analysis: Analysis, clock: decoder.Clock, progress: Progress | None
+        self, analysis: Analysis, clock: Clock, progress: TileProgress | None
     ) -> None:
         """CompNet and the compact layer, run and timed once per analysis."""
         if analysis.compact_layer is not None:
@@ -246,7 +247,7 @@ class Codec:
         self,
         analysis: Analysis,
         options: EncodeOptions | None = None,
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
         **settings: Any,
     ) -> tuple[bytes, EncodeStats]:
         """The .sem file of an analysed image (residual, alpha, container) with ``options``
@@ -256,7 +257,7 @@ class Codec:
         _check_analysis(analysis, opts)
         quality = opts.quality
         times = analysis.times.copy()  # a file's stage times include the shared stages
-        clock = decoder.Clock(times)
+        clock = Clock(times)
         img = analysis.img
         h, w = img.rgb.shape[:2]
         layers = dict(analysis.layers)
@@ -347,7 +348,7 @@ class Codec:
         data: bytes,
         layer: str = "full",
         keep_base: bool = False,
-        progress: Progress | None = None,
+        progress: TileProgress | None = None,
     ) -> DecodeResult:
         """Decode a .sem file; layer='base' skips the residual (the generator's reconstruction only).
 
@@ -358,7 +359,7 @@ class Codec:
         return self.decoder.decode(data, layer, keep_base, progress)
 
 
-def _began(progress: Progress | None, stage: str) -> None:
+def _began(progress: TileProgress | None, stage: str) -> None:
     """Tell ``progress`` a stage began (total 0: no tiles), so a single file's encode on a
     terminal says what it is doing."""
     if progress is not None:
@@ -366,7 +367,7 @@ def _began(progress: Progress | None, stage: str) -> None:
 
 
 def _ticking(
-    progress: Progress | None, stage: str, tasks: list[Callable[[], T]]
+    progress: TileProgress | None, stage: str, tasks: list[Callable[[], T]]
 ) -> list[Callable[[], T]]:
     """Tasks that report each finished piece to ``progress`` (tiled images only)."""
     if progress is None or len(tasks) < 2:
