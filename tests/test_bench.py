@@ -427,6 +427,22 @@ def test_cli(tmp_path: Path) -> None:
 # --- semcodec adapters against the real codec (tiny random model) ---------------------------
 
 
+def test_semcodec_adapters_build_options_as_every_entry_point_does() -> None:
+    """The adapters' settings take the one checked path (EncodeOptions.from_kwargs): gating off is
+    a GatingConfig, None keeps the codec's default, a bad value is refused with its message."""
+    from semcodec.encoder.gating import GatingConfig
+
+    ungated = make_adapter("semcodec-ungated", model="tiny", residual="avif")._options(30)
+    assert ungated == EncodeOptions.from_kwargs(quality=30, residual="avif", gating=False)
+    assert ungated.gating == GatingConfig(enabled=False)
+    plain = make_adapter("semcodec", model="tiny", residual="native")._options(50)
+    assert plain == EncodeOptions(quality=50, residual="native")
+    odd = make_adapter("semcodec", model="tiny")
+    odd.gating = "off"
+    with pytest.raises(ValueError, match="gating must be True, False or a GatingConfig"):
+        odd._options(50)
+
+
 def test_semcodec_adapters_with_tiny_model() -> None:
     from semcodec.format import container
 

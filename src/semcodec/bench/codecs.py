@@ -335,7 +335,7 @@ class SemcodecAdapter(CodecAdapter):
         self.residual = residual
         self.layer = layer
         self.effort = effort
-        self.gating = gating  # a gating.GatingConfig, None: the codec's default
+        self.gating = gating  # True/False or a gating.GatingConfig, None: the codec's default
         self._codec: Any = None
         self._last: tuple[bytes, dict[str, int]] | None = None
         if layer == "base":
@@ -372,16 +372,16 @@ class SemcodecAdapter(CodecAdapter):
         return self._codec
 
     def _options(self, quality: int) -> Any:
-        """This adapter's EncodeOptions at one quality."""
+        """This adapter's EncodeOptions at one quality, through the path every entry point takes
+        (``EncodeOptions.from_kwargs``: the same names, values and checks; None: the default)."""
         from semcodec.encoder.options import EncodeOptions
 
-        gating = {} if self.gating is None else {"gating": self.gating}
-        return EncodeOptions(
+        return EncodeOptions.from_kwargs(
             quality=quality,
             effort=self.effort,
             residual=self.residual,
             chroma=self.chroma,
-            **gating,
+            gating=self.gating,
         )
 
     def encode(self, rgb: np.ndarray, setting: Setting) -> bytes:
@@ -596,9 +596,7 @@ register_codec(
 
 def _ungated(model: str = "default", residual: str = "avif", effort: int = DEFAULT_EFFORT, **_):
     """semcodec with the generator's prediction in every tile (the codec before gating)."""
-    from semcodec.encoder.gating import GatingConfig
-
-    a = SemcodecAdapter(model=model, residual=residual, effort=effort, gating=GatingConfig(False))
+    a = SemcodecAdapter(model=model, residual=residual, effort=effort, gating=False)
     a.name = "semcodec-ungated"
     a.description += ", gating off"
     return a
