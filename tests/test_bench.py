@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
+import subprocess
 import sys
 import types
 from pathlib import Path
 
 import numpy as np
 import pytest
+from childproc import child_env
 from click.testing import CliRunner
 from PIL import Image
 
@@ -573,3 +576,44 @@ def test_merge_of_lanes_equals_the_whole_run(tiny_run: dict, tmp_path: Path) -> 
     assert rd.read_json(out)["bd"] == tiny_run["bd"] and out.with_suffix(".md").exists()
     res = CliRunner().invoke(bench, ["merge", str(pa), str(pa)])
     assert res.exit_code != 0 and "in two runs" in res.output
+
+
+# --- the enhancement network's kernels (semcodec bench kernels) ------------------------------
+
+KERNEL_LINE = re.compile(
+    r"^(?P<config>\S+) +[\d.]+ kMAC/px (?P<kernel>numpy|torch) +(?P<threads>\d+) thr +[\d.]+ s +"
+    r"[\d.]+ GMAC/s \(CPU +[\d.]+ s\)$"
+)
+
+
+def test_bench_kernels_prints_one_line_per_configuration_kernel_and_thread_count() -> None:
+    """`bench kernels` times each configuration, kernel and thread count asked for, in order;
+    a bad list item is a usage error before anything runs."""
+    args = ["kernels", "--configs", "tiny,small", "--kernels", "numpy", "--threads", "1,2"]
+    r = CliRunner().invoke(bench, [*args, "--runs", "1"])
+    assert r.exit_code == 0, r.output
+    head, *lines = r.output.splitlines()
+    assert head.startswith("load average ") and head.endswith("768x512, median of 1")
+    rows = [KERNEL_LINE.match(line) for line in lines]
+    assert all(rows), lines
+    got = [(m["config"], m["kernel"], int(m["threads"])) for m in rows if m]
+    assert got == [(c, "numpy", t) for c in ("tiny", "small") for t in (1, 2)]
+    for bad, why in (("--configs=nope", "unknown 'nope'"), ("--threads=0", "'0' must be at least")):
+        r = CliRunner().invoke(bench, ["kernels", bad])
+        assert r.exit_code == 2 and why in r.output and "GMAC/s" not in r.output
+
+
+@pytest.mark.subprocess
+def test_bench_kernels_runs_as_a_module_too() -> None:
+    """`python -m semcodec.bench.kernels` is the same click command (its options, its lines)."""
+    args = ["--configs", "tiny", "--kernels", "numpy", "--threads", "1", "--runs", "1"]
+    r = subprocess.run(
+        [sys.executable, "-m", "semcodec.bench.kernels", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and (m := KERNEL_LINE.match(lines[1])) and m["config"] == "tiny"

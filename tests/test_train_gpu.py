@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
+from childproc import child_env
+from click.testing import CliRunner
 from PIL import Image
 
+from semcodec.cli import cli
 from semcodec.models.enhance import EnhanceNet
 from semcodec.models.segmentation import VOID
 from semcodec.train import gpu
@@ -72,7 +78,8 @@ def test_clock_schedule_runs_on_wall_time() -> None:
 
 
 def test_camvid_pack_lists_frames_that_read_back(tmp_path) -> None:
-    """pack-camvid writes a split list whose frames and labels load like CamVid's own."""
+    """pack-camvid (run as ``semcodec train gpu pack-camvid``) writes a split list whose frames
+    and labels load like CamVid's own."""
     from semcodec.train.data import read_split
 
     src = tmp_path / "camvid"
@@ -86,9 +93,29 @@ def test_camvid_pack_lists_frames_that_read_back(tmp_path) -> None:
         Image.fromarray(np.full((24, 32), k, np.uint8)).save(src / "trainannot" / f"f{k}.png")
         lines.append(f"train/f{k}.png trainannot/f{k}.png")
     (src / "train.txt").write_text("\n".join(lines) + "\n")
-    gpu.pack_camvid(src, tmp_path / "pack", ("train",), 90)
+    pack = ["--src", str(src), "--dst", str(tmp_path / "pack"), "--splits", "train"]
+    r = CliRunner().invoke(cli, ["train", "gpu", "pack-camvid", *pack])
+    assert r.exit_code == 0, r.output
     images, labels = read_split(tmp_path / "pack", "train")
     assert images.shape == (2, 24, 32, 3) and labels.shape == (2, 24, 32)
     assert labels[1].max() == 1  # labels are copied, never re-encoded
     orig = np.asarray(Image.open(src / "train" / "f0.png")).astype(float)
     assert np.abs(images[0] - orig).mean() < 3  # lossy, but the same picture
+
+
+@pytest.mark.subprocess
+def test_the_gpu_commands_run_as_a_module_too() -> None:
+    """``python -m semcodec.train.gpu`` (a machine without the ``semcodec`` command) is the same
+    group as ``semcodec train gpu``: the same commands."""
+    r = subprocess.run(
+        [sys.executable, "-m", "semcodec.train.gpu", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    listed = CliRunner().invoke(cli, ["train", "gpu", "--help"])
+    assert listed.exit_code == 0, listed.output
+    for name in ("pack-camvid", "pack-persons", "seg", "enh-data", "enh"):
+        assert f"  {name} " in r.stdout and f"  {name} " in listed.output

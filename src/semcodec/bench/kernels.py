@@ -1,25 +1,28 @@
 """Throughput of the integer enhancement network's kernels: GMAC/s on a Kodak-size picture.
 
-``python -m semcodec.bench.kernels [--configs small-s2 s4-w64-l4] [--threads 1 2]`` times
-``IntEnhancer.correction`` with a seeded random table of each configuration, numpy and torch
-kernels, at each thread count (numpy: the kernel's pool, BLAS on one thread; torch: its
-intra-op threads), and prints the median of the runs. Set the instruction set through the
-environment first (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell
-OMP_NUM_THREADS=1), and say the machine's load with the figures.
+``semcodec bench kernels [--configs small-s2,s4-w64-l4] [--threads 1,2]`` (``python -m
+semcodec.bench.kernels`` runs the same command) times ``IntEnhancer.correction`` with a seeded
+random table of each configuration, numpy and torch kernels, at each thread count (numpy: the
+kernel's pool, BLAS on one thread; torch: its intra-op threads), and prints the median of the
+runs. Set the instruction set through the environment first (ONEDNN_MAX_CPU_ISA=AVX2
+ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell OMP_NUM_THREADS=1), and say the machine's
+load with the figures.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
+import click
 import numpy as np
 
 from semcodec.models.enhance import ENHANCE_CONFIGS, EnhanceConfig
 
 KODAK = (512, 768)  # rows, columns
+KERNELS = ("numpy", "torch")  # the integer network's convolutions: numpy's or torch's
 
 
 @dataclass(frozen=True)
@@ -81,26 +84,72 @@ def time_kernel(
     return Timing(name, kernel, threads, seconds, float(np.median(cpu)), macs / seconds / 1e9)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Print one line per configuration, kernel and thread count (with the load average: on a
-    shared machine the CPU seconds tell more than the wall seconds)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", nargs="+", default=["small-s2", "s4-w64-l4"])
-    ap.add_argument("--kernels", nargs="+", default=["numpy", "torch"])
-    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    ap.add_argument("--runs", type=int, default=5)
-    args = ap.parse_args(argv)
-    print(f"load average {os.getloadavg()[0]:.2f}; {KODAK[1]}x{KODAK[0]}, median of {args.runs}")
-    for name in args.configs:
+class _CommaList(click.ParamType):
+    """A comma-separated list (``small-s2,s4-w64-l4``, ``1,2``): names each checked against the
+    known ones, or whole numbers of at least 1 (``kind=int``)."""
+
+    name = "list"
+
+    def __init__(self, known: list[str] | None = None, kind: type = str) -> None:
+        self.known, self.kind = known, kind
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The list, or one usage error naming the first bad item."""
+        if isinstance(value, list):
+            return value
+        out = []
+        for item in (i.strip() for i in str(value).split(",")):
+            if self.known is not None and item not in self.known:
+                self.fail(f"unknown {item!r}; known: {', '.join(self.known)}", param, ctx)
+            try:
+                out.append(self.kind(item))
+            except ValueError:
+                self.fail(f"{item!r} is not a whole number", param, ctx)
+            if self.kind is int and out[-1] < 1:
+                self.fail(f"{item!r} must be at least 1", param, ctx)
+        return out
+
+
+@click.command("kernels", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--configs",
+    type=_CommaList(sorted(ENHANCE_CONFIGS)),
+    default="small-s2,s4-w64-l4",
+    show_default=True,
+    help="Comma-separated enhancement configurations (models.enhance.ENHANCE_CONFIGS).",
+)
+@click.option(
+    "--kernels",
+    type=_CommaList(list(KERNELS)),
+    default=",".join(KERNELS),
+    show_default=True,
+    help="Comma-separated kernels.",
+)
+@click.option(
+    "--threads",
+    type=_CommaList(kind=int),
+    default="1,2",
+    show_default=True,
+    help="Comma-separated thread counts.",
+)
+@click.option(
+    "--runs", type=click.IntRange(min=1), default=5, show_default=True, help="Timed runs (median)."
+)
+def kernels_command(configs: list[str], kernels: list[str], threads: list[int], runs: int) -> None:
+    """Throughput of the integer enhancement network's kernels on a Kodak-size picture: one line
+    per configuration, kernel and thread count (with the load average: on a shared machine the
+    CPU seconds tell more than the wall seconds)."""
+    click.echo(f"load average {os.getloadavg()[0]:.2f}; {KODAK[1]}x{KODAK[0]}, median of {runs}")
+    for name in configs:
         kmac = macs_per_pixel(ENHANCE_CONFIGS[name]) / 1e3
-        for kernel in args.kernels:
-            for threads in args.threads:
-                t = time_kernel(name, kernel, threads, args.runs)
-                print(
-                    f"{name:10s} {kmac:5.1f} kMAC/px {kernel:5s} {threads} thr "
+        for kernel in kernels:
+            for n in threads:
+                t = time_kernel(name, kernel, n, runs)
+                click.echo(
+                    f"{name:10s} {kmac:5.1f} kMAC/px {kernel:5s} {n} thr "
                     f"{t.seconds:7.4f} s {t.gmacs:6.1f} GMAC/s (CPU {t.cpu_seconds:7.4f} s)"
                 )
 
 
 if __name__ == "__main__":
-    main()
+    kernels_command()

@@ -22,6 +22,7 @@ from semcodec.bench.quality import DEFAULT_METRICS as _DEFAULT_METRICS
 from semcodec.bench.quality import METRIC_NAMES as _METRIC_NAMES
 from semcodec.bench.quality import parse_metrics
 from semcodec.cli.common import apply_options, describe_error, effort_option
+from semcodec.cli.groups import LazyGroup
 
 DEFAULT_CODECS = ",".join(_DEFAULT_CODECS)
 
@@ -109,10 +110,15 @@ images_option = click.option(
 )
 
 
-@click.group("bench")
+@click.group(
+    "bench",
+    cls=LazyGroup,
+    lazy={"kernels": ("semcodec.bench.kernels", "kernels_command")},
+)
 def bench() -> None:
     """Benchmarks: rate–distortion (rd) and its result files (compare, merge, report),
-    matched-bytes comparison with AVIF (matched), speed and large images."""
+    matched-bytes comparison with AVIF (matched), speed and large images, the enhancement
+    network's kernels (kernels)."""
 
 
 @bench.command("rd")

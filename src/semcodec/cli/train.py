@@ -21,8 +21,9 @@ from semcodec.cli.groups import LazyGroup
         "enhance-data": ("semcodec.train.enhance", "enhance_data_command"),
         "enhance": ("semcodec.train.enhance", "enhance_command"),
         "attach": ("semcodec.train.attach", "attach_command"),
+        "gpu": ("semcodec.train.gpu", "gpu_group"),
     },
 )
 def train_group() -> None:
     """Train the segmentation network or the codec, export shipped weights, refit their table,
-    put the generator on its integer grid."""
+    put the generator on its integer grid, run short trainings on a lent GPU (gpu)."""

@@ -9,7 +9,8 @@ and plans its schedule in wall-clock time: it measures its own step rate after a
 sets the number of steps of its poly or cosine schedule to fit the minutes it was given.
 Every run writes a ledger (steps, images, seconds, held-out figure) and its best weights.
 
-Run as ``python -m semcodec.train.gpu COMMAND``; docs/training.md gives the recipe.
+Run as ``semcodec train gpu COMMAND`` (or ``python -m semcodec.train.gpu COMMAND``, where the
+``semcodec`` command is not installed); docs/training.md gives the recipe.
 """
 
 from __future__ import annotations
@@ -485,12 +486,12 @@ def train_enh_gpu(
 # ----- commands -----------------------------------------------------------------------------
 
 
-@click.group()
-def cli() -> None:
-    """Training on a lent accelerator (see the module docstring)."""
+@click.group("gpu")
+def gpu_group() -> None:
+    """Short runs on a lent GPU: pack the data here, train there (docs/training.md)."""
 
 
-@cli.command("pack-camvid")
+@gpu_group.command("pack-camvid")
 @click.option("--src", type=click.Path(path_type=Path), default=Path("../shared/data/camvid"))
 @click.option("--dst", type=click.Path(path_type=Path), required=True)
 @click.option("--splits", default="train,val")
@@ -500,7 +501,7 @@ def pack_camvid_command(src: Path, dst: Path, splits: str, quality: int) -> None
     pack_camvid(src, dst, tuple(splits.split(",")), quality)
 
 
-@cli.command("pack-persons")
+@gpu_group.command("pack-persons")
 @click.option("--src", type=click.Path(path_type=Path), required=True)
 @click.option("--dst", type=click.Path(path_type=Path), required=True)
 @click.option("--scale", default=0.5)
@@ -511,7 +512,7 @@ def pack_persons_command(src: Path, dst: Path, scale: float, quality: int, every
     pack_persons(src, dst, scale, quality, every)
 
 
-@cli.command("seg")
+@gpu_group.command("seg")
 @click.option("--run", "run_name", type=click.Choice(sorted(SEG_RUNS)), default="A")
 @click.option(
     "--bundle",
@@ -536,7 +537,7 @@ def seg_command(run_name, bundle, camvid, persons, out, minutes, eval_every, bat
     train_seg_gpu(run, bundle, camvid, persons, out, minutes, eval_every)
 
 
-@cli.command("enh-data")
+@gpu_group.command("enh-data")
 @click.option("--photos", type=click.Path(path_type=Path), required=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--per-photo", default=6)
@@ -547,7 +548,7 @@ def enh_data_command(photos, out, per_photo, workers, residual) -> None:
     make_pairs(photos, out, per_photo, workers, residual)
 
 
-@cli.command("enh")
+@gpu_group.command("enh")
 @click.option("--net", type=click.Choice(sorted(GPU_ENHANCE)), required=True)
 @click.option("--data", type=click.Path(path_type=Path), required=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
@@ -565,4 +566,4 @@ def enh_command(net, data, out, minutes, batch, crop, lr, hold_out, eval_every, 
 
 
 if __name__ == "__main__":
-    cli()
+    gpu_group()
