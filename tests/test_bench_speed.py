@@ -1,4 +1,5 @@
-"""Tests for the speed benchmark: the table and JSON on the tiny model, and its bookkeeping."""
+"""Tests for the speed benchmark: the table and JSON on the tiny model, its bookkeeping, and the
+fallback to default-arch in every process it starts."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from childproc import child_env
 from PIL import Image
 
 from semcodec.bench import speed
+from semcodec.bench.common import DEFAULT_ARCH, known_everywhere
 from semcodec.bench.speed import measure, startup
+from semcodec.bench.speed.child import spawn
 
 
 def _image(d: Path, w: int = 48, h: int = 40) -> Path:
@@ -114,7 +118,12 @@ def _fake_run(spec: dict[str, Any]) -> dict[str, Any]:
             "unhooked": [], "error": None, "peak_rss_mib": 250.0 + q}  # fmt: skip
 
 
-def test_fallback_to_tiny_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fallback_to_default_arch_and_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without trained default weights, `default` measures default-arch (the default
+    architecture with random weights, as `bench large` does), never a test bundle; the networks
+    alone are timed once, on it, marked random."""
     specs: list[dict[str, Any]] = []
 
     def fake_spawn(spec: dict[str, Any], threads: int, timeout_s: float | None) -> dict:
@@ -127,11 +136,11 @@ def test_fallback_to_tiny_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     res = speed.run_speed(
         [img, img], model="default", qualities=(0, 1), log=lambda s: None, startup=False
     )
-    assert res["config"]["model"] == "tiny" and res["config"]["model_requested"] == "default"
-    assert "tiny" in res["config"]["model_note"]
-    assert {s["model"] for s in specs if s["kind"] == "codec"} == {"tiny"}
+    assert res["config"]["model"] == DEFAULT_ARCH and res["config"]["model_requested"] == "default"
+    assert "default-arch, the default architecture" in res["config"]["model_note"]
+    assert {s["model"] for s in specs if s["kind"] == "codec"} == {DEFAULT_ARCH}
     nets = [s for s in specs if s["kind"] == "nets"]
-    assert [(s["model"], s["arch"]) for s in nets] == [("tiny", None), ("default", "default")]
+    assert [(s["model"], s["arch"]) for s in nets] == [(DEFAULT_ARCH, "default")]
     assert nets[0]["size"] == [768, 512] and nets[0]["threads"] == 2
     s1 = res["summary"]["1"]
     assert s1["n"] == 2 and s1["encode_s"] == pytest.approx(1.09) and s1["peak_rss_mib"] == 251
@@ -146,10 +155,28 @@ def test_fallback_to_tiny_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
     assert "enc cpu" in table and "1090.0" in table  # quality 1 mean encode, ms
     # busy machine: wall clock misses, CPU time meets; both are shown
-    g = res["networks"][1]["targets"]["generator"]
-    assert g["meets"] is False and g["meets_cpu"] is True
-    assert "MISSES (CPU time: meets)" in table
+    assert t["generator"]["meets_cpu"] is True and "MISSES (CPU time: meets)" in table
     json.dumps(res)  # JSON-ready
+
+
+@pytest.mark.subprocess
+def test_default_arch_is_known_in_every_process_the_benchmark_starts(tmp_path: Path) -> None:
+    """A codec child loads default-arch (it registers it), and a whole command started with
+    known_everywhere's environment knows it too, the sitecustomize it hides still run (the
+    suite's, which registers tiny); without it a command knows no default-arch."""
+    spec = {"kind": "codec", "image": str(_image(tmp_path)), "model": DEFAULT_ARCH,
+            "quality": 0, "residual": "native", "threads": 1, "repeats": 1, "avif": None}  # fmt: skip
+    run = spawn(spec, 1, 300)
+    assert run.get("error") is None and run["bytes"] > 0, run.get("error")
+    models = [sys.executable, "-m", "semcodec.cli", "models"]
+    with known_everywhere(DEFAULT_ARCH, child_env()) as env:
+        listed = subprocess.run(models, capture_output=True, text=True, timeout=120, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert f"\n{DEFAULT_ARCH} " in listed.stdout and "\ntiny " in listed.stdout
+    plain = subprocess.run(models, capture_output=True, text=True, timeout=120, env=child_env())
+    assert plain.returncode == 0 and DEFAULT_ARCH not in plain.stdout
+    with known_everywhere("tiny", {"A": "1"}) as env:
+        assert env == {"A": "1"}  # a registered model needs nothing
 
 
 def test_stage_medians_and_busy_warning() -> None:

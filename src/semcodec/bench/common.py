@@ -6,10 +6,15 @@ Light imports only: the speed benchmark's parent process must not load torch or 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
+import tempfile
+from collections.abc import Iterator
 from importlib import metadata
+from pathlib import Path
 
-__all__ = ["DEFAULT_ARCH", "default_arch_model", "library_versions"]
+__all__ = ["DEFAULT_ARCH", "default_arch_model", "known_everywhere", "library_versions"]
 
 #: Model name of the default architecture with seeded random weights.
 DEFAULT_ARCH = "default-arch"
@@ -90,3 +95,55 @@ def default_arch_model() -> str:
             )
         )
     return DEFAULT_ARCH
+
+
+# A sitecustomize for the whole commands a benchmark starts: a process that imports semcodec's
+# registry gets default-arch registered in it (its pool's and cluster's workers too); one that
+# never imports the registry (``--help``) loads nothing more. It then runs the sitecustomize it
+# hides on the path, if any (a system's, or the test suite's).
+_SITE = """\
+import importlib.abc, importlib.machinery, importlib.util, os, sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _AfterRegistry(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "semcodec.zoo.registry":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            from semcodec.bench.common import default_arch_model
+
+            default_arch_model()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _AfterRegistry())
+_rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+_next = importlib.machinery.PathFinder.find_spec("sitecustomize", _rest)
+if _next is not None and _next.loader is not None:
+    _next.loader.exec_module(importlib.util.module_from_spec(_next))
+"""
+
+
+@contextlib.contextmanager
+def known_everywhere(model: str, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` for whole ``semcodec`` commands of ``model``: for default-arch (known to no
+    command), with a sitecustomize on PYTHONPATH that registers it in every Python process
+    started with it; any other model: ``env`` itself."""
+    if model != DEFAULT_ARCH:
+        yield env
+        return
+    with tempfile.TemporaryDirectory(prefix="semcodec-default-arch-") as tmp:
+        (Path(tmp) / "sitecustomize.py").write_text(_SITE)
+        path = env.get("PYTHONPATH")
+        yield {**env, "PYTHONPATH": tmp + (os.pathsep + path if path else "")}

@@ -424,7 +424,13 @@ def _int_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[
     type=click.Path(path_type=Path),
     help="Directory of test images.",
 )
-@click.option("--model", default="default", show_default=True, help="Model (tiny if no default).")
+@click.option(
+    "--model",
+    default="default",
+    show_default=True,
+    help="Model (default-arch, the default architecture with random weights, where the default "
+    "weights are missing).",
+)
 @click.option("--limit", type=int, default=None, help="Use the first N images.")
 @click.option(
     "--qualities",
@@ -510,8 +516,8 @@ def speed_command(
     "--model",
     envvar="SEMCODEC_MODEL",
     default=None,
-    help="Model  [default: $SEMCODEC_MODEL, else default if shipped, else tiny; "
-    "default-arch: the default architecture with random weights]",
+    help="Model  [default: $SEMCODEC_MODEL, else default if shipped, else default-arch: the "
+    "default architecture with random weights]",
 )
 @click.option("--width", type=int, default=6000, show_default=True)
 @click.option("--height", type=int, default=4000, show_default=True)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from semcodec.bench.common import DEFAULT_ARCH
 from semcodec.bench.speed.child import spawn
 from semcodec.bench.speed.machine import (
     busy_warning,
@@ -61,10 +62,11 @@ def run_speed(
     the throughput of whole batches (``batch``)."""
     requested, note = model, None
     if model == "default" and not default_weights_available():
-        model = "tiny"
+        model = DEFAULT_ARCH
         note = (
-            "no trained default weights (models/default-*.pt): measured --model tiny; the "
-            "networks-alone check also times the default architecture with random weights"
+            f"no trained default weights (models/default-*.pt): measured {DEFAULT_ARCH}, the "
+            "default architecture with seeded random weights (its compute and memory, not its "
+            "pictures or file sizes)"
         )
         log(f"note: {note}")
     started = machine_info()
@@ -100,8 +102,8 @@ def run_speed(
     networks: list[dict[str, Any]] = []
     if nets:
         specs = [{"label": model, "model": model, "arch": None}]
-        if note is not None:
-            specs.append({"label": "default architecture", "model": "default", "arch": "default"})
+        if model == DEFAULT_ARCH:  # the child registers it; the row says its weights are random
+            specs = [{"label": "default architecture", "model": model, "arch": "default"}]
         for s in specs:
             log(f"  networks alone: {s['label']} at {net_size[0]}×{net_size[1]} …")
             s.update(kind="nets", size=list(net_size), threads=threads, repeats=repeats)

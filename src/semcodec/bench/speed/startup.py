@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from semcodec.bench.common import known_everywhere
+
 __all__ = ["STARTUP_TARGETS", "measure_startup", "startup_verdicts"]
 
 SIDE = 64  # the small file: a 64x64 PNG
@@ -79,7 +81,10 @@ def measure_startup(model: str, threads: int = 2, repeats: int = 3) -> dict[str,
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = str(threads)
     sc = _semcodec()
-    with tempfile.TemporaryDirectory(prefix="semcodec-startup-") as tmp:
+    with (
+        known_everywhere(model, env) as env,
+        tempfile.TemporaryDirectory(prefix="semcodec-startup-") as tmp,
+    ):
         d = Path(tmp)
         png, sem = d / "small.png", d / "small.sem"
         _small_png(png)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from semcodec.bench.common import known_everywhere
 
 #: the modes measured: label and the command's extra arguments
 MODES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -53,12 +56,15 @@ def _run_mode(images: Sequence[Path], extra: tuple[str, ...], cfg: ThroughputCon
         cmd = [sys.executable, "-m", "semcodec.cli", "encode", *map(str, images), "-d", tmp,
                "-q", str(cfg.quality), "--model", cfg.model, "--residual", cfg.residual,
                "--quiet", "--report", str(report), *extra]  # fmt: skip
-        started = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cfg.timeout_s)
-        except subprocess.TimeoutExpired:
-            return {"error": f"timed out after {cfg.timeout_s:.0f} s"}
-        wall = time.perf_counter() - started
+        with known_everywhere(cfg.model, dict(os.environ)) as env:
+            started = time.perf_counter()
+            try:
+                proc = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=cfg.timeout_s, env=env
+                )
+            except subprocess.TimeoutExpired:
+                return {"error": f"timed out after {cfg.timeout_s:.0f} s"}
+            wall = time.perf_counter() - started
         lines = report.read_text().splitlines() if report.exists() else []
     summary = json.loads(lines[-1]) if lines else {}
     if proc.returncode != 0 or summary.get("failed"):
