@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 import semcodec
+from semcodec.encoder.codec import get_codec
 from semcodec.encoder.roi_spec import parse_roi
 from semcodec.format import container
 
@@ -162,7 +163,7 @@ def test_decode_refuses_wrong_model():
 
 def test_analyse_once_then_finish_equals_plain_encodes():
     """Rate control reuses one analysis: every quality must give the file a full encode gives."""
-    codec = semcodec.encoder.codec.get_codec("tiny")
+    codec = get_codec("tiny")
     img = _rgb(2).convert("RGBA")
     analysis = codec.analyse(img)
     for q in (0, 30, 0, 90):  # base only, residual, and again after the generator ran
@@ -198,7 +199,7 @@ def test_plugin_opens_the_longest_header(tmp_path: Path):
 def test_a_codec_call_takes_options_or_keywords_never_a_positional_quality():
     from semcodec.encoder.options import EncodeOptions
 
-    codec = semcodec.encoder.codec.get_codec("tiny")
+    codec = get_codec("tiny")
     with pytest.raises(TypeError, match="by keyword"):
         codec.encode(_rgb(), 60)
     with pytest.raises(ValueError, match="effort must be 1..9"):
