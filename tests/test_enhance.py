@@ -402,3 +402,19 @@ def test_sampled_fit_sees_only_its_strips() -> None:
     assert sampled.adjust.gains[0] == seen.adjust.gains[0] >= whole.adjust.gains[0] + 2
     assert sampled.adjust.gains[1] == GAIN_ONE  # class 1 is not in the sample: as trained
     assert seen.adjust.tiles is not None and sampled.adjust.tiles is None
+
+
+def test_decoder_can_keep_to_numpy_kernels_beside_torch() -> None:
+    """use_torch=False gives what a decode without torch runs (benchmarks), the same pixels."""
+    from semcodec.decoder.pipeline import Decoder
+
+    parts = Codec("tiny-enh").decoder.parts
+    assert "torch" in __import__("sys").modules
+    numpy_dec = Decoder(parts, use_torch=False)
+    torch_dec = Decoder(parts)
+    assert numpy_dec.enhancer.kernel == numpy_dec.enhancer.run_numpy
+    assert torch_dec.enhancer.kernel != torch_dec.enhancer.run_numpy
+    data, _ = _tiny_file()
+    data = _with_layer(data, neutral(11))
+    a, b = numpy_dec.decode(data), torch_dec.decode(data)
+    assert a.enhanced and np.array_equal(np.asarray(a.image), np.asarray(b.image))

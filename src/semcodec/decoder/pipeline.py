@@ -79,11 +79,12 @@ def auto_generator(parts: DecoderParts) -> GeneratorFn:
     return numpy_generator(parts)
 
 
-def auto_enhancer(parts: DecoderParts) -> IntEnhancer | None:
+def auto_enhancer(parts: DecoderParts, use_torch: bool = True) -> IntEnhancer | None:
     """The enhancement network on torch's convolutions when torch is already imported (faster
-    on large pictures, the same pixels), else on numpy's; None for a release without one."""
+    on large pictures, the same pixels) and ``use_torch``, else on numpy's; None for a release
+    without one."""
     enh = parts.int_enhancer()
-    if enh is not None and "torch" in sys.modules:
+    if enh is not None and use_torch and "torch" in sys.modules:
         from semcodec.intgrid.enhancer_torch import torch_band_kernel
 
         enh.kernel = torch_band_kernel(enh)
@@ -143,12 +144,18 @@ class Decoder:
         limits: Limits | None = None,
         tiling: Tiling | None = None,
         enhance: bool = True,
+        use_torch: bool = True,
     ):
+        """``use_torch`` False: numpy's kernels even where torch is imported (what a decode
+        without torch runs: benchmarks)."""
         self.parts = parts
         self.enhance = enhance  # False: leave out the ENHANCE layer (benchmarks: its gain)
-        self.enhancer = auto_enhancer(parts)
+        self.enhancer = auto_enhancer(parts, use_torch)
         if generator is None:
-            generator = deferred_generator(lambda: auto_generator(parts))
+            make = (
+                (lambda: auto_generator(parts)) if use_torch else (lambda: numpy_generator(parts))
+            )
+            generator = deferred_generator(make)
         self.generator = generator
         self.limits = limits or Limits()
         self.tiling = tiling or DEFAULT_TILING

@@ -7,6 +7,7 @@ never billed to an image, and warms each configuration up once before timing it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -86,9 +87,33 @@ class _Run:
             from semcodec.bench.codecs import JxlAdapter
 
             return JxlAdapter(self.cfg.level, 1).decode(data)
-        result = _codec(self.model).decode(data)
+        result = _numpy_decoder(self.model).decode(data)
         self.decode_stages = dict(result.times.cpu)
         return np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy()
+
+
+@functools.cache
+def _numpy_decoder(model: str) -> Any:
+    """The release's decoder on numpy's kernels: what ``semcodec decode`` runs (it never
+    imports torch), although this worker has torch for the encoder."""
+    from semcodec.decoder.pipeline import Decoder
+
+    codec = _codec(model)
+    return _one_thread(
+        Decoder(codec.decoder.parts, None, codec.limits, codec.tiling, use_torch=False)
+    )
+
+
+def _one_thread(dec: Any) -> Any:
+    """numpy's kernels on this thread only (they start a thread per core by themselves)."""
+    parts = dec.parts
+    if dec.enhancer is not None:
+        dec.enhancer.threads = 1
+    if parts.generator is not None:
+        generator = parts.integer_generator()
+        generator.threads = 1
+        dec.generator = generator.forward
+    return dec
 
 
 def _plain(model: str, data: bytes) -> tuple[bytes, np.ndarray, float]:
@@ -100,7 +125,10 @@ def _plain(model: str, data: bytes) -> tuple[bytes, np.ndarray, float]:
     header, layers = container.unpack(data)
     plain = container.pack(header, {k: v for k, v in layers.items() if k != LayerKind.ENHANCE})
     codec = _codec(model)
-    dec = Decoder(codec.decoder.parts, codec.generator, codec.limits, codec.tiling, enhance=False)
+    parts = codec.decoder.parts
+    dec = _one_thread(
+        Decoder(parts, None, codec.limits, codec.tiling, enhance=False, use_torch=False)
+    )
     result, cpu, _ = _cpu(lambda: dec.decode(plain))
     return plain, np.asarray(result.image.convert("RGB"), dtype=np.uint8).copy(), cpu
 
