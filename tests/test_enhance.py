@@ -418,3 +418,20 @@ def test_decoder_can_keep_to_numpy_kernels_beside_torch() -> None:
     data = _with_layer(data, neutral(11))
     a, b = numpy_dec.decode(data), torch_dec.decode(data)
     assert a.enhanced and np.array_equal(np.asarray(a.image), np.asarray(b.image))
+
+
+def test_distilled_loss_adds_the_teachers_term() -> None:
+    """MSE to the original, plus weight × MSE to what the teacher makes of the same input."""
+    from semcodec.train.enhance import distilled_loss
+
+    original = torch.zeros(1, 3, 8, 8)
+    out = torch.full((1, 3, 8, 8), 2.0)
+
+    class Teacher(torch.nn.Module):
+        def forward(self, dec, lab, q):  # noqa: ANN001, ANN201
+            return dec + 1.0  # 3 where out is 2: squared error 1
+
+    inputs = (torch.full((1, 3, 8, 8), 2.0), torch.zeros(1, 1, 1), torch.tensor([50]))
+    assert float(distilled_loss(out, original, None, inputs, 1.0)) == 4.0
+    assert float(distilled_loss(out, original, Teacher(), inputs, 0.0)) == 4.0
+    assert float(distilled_loss(out, original, Teacher(), inputs, 0.5)) == 4.5

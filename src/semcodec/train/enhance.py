@@ -48,6 +48,8 @@ class EnhanceTrainConfig:
     seed: int = 0
     hold_out: int = 12  # the last N photos (by name) are evaluated at each save, never trained
     ema: float = 0.0  # >0: also keep an exponential moving average of the weights (decay a step)
+    teacher: str = ""  # a bundle whose enhancement network's output is a second target
+    teacher_weight: float = 0.0  # the loss: MSE to the original + this × MSE to the teacher
 
 
 def _codec_pairs(
@@ -242,6 +244,38 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     return 10 * np.log10(255.0**2 / max(mse, 1e-10))
 
 
+def teacher_of(name: str, device: torch.device) -> torch.nn.Module | None:
+    """A shipped bundle's float enhancement network, frozen: a smaller network learns from its
+    output (a target without the original's noise) as well as from the original."""
+    if not name:
+        return None
+    from semcodec.zoo.bundles import load_bundle
+
+    net = load_bundle(name).enhancer
+    if net is None:
+        raise click.UsageError(f"model {name!r} has no enhancement network to learn from")
+    net = net.float().to(device).eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    return net
+
+
+def distilled_loss(
+    out: torch.Tensor,
+    original: torch.Tensor,
+    teacher: torch.nn.Module | None,
+    inputs: tuple[torch.Tensor, ...],
+    weight: float,
+) -> torch.Tensor:
+    """MSE to the original, plus ``weight`` × MSE to the teacher's picture where there is one."""
+    loss = ((out - original) ** 2).mean()
+    if teacher is None or weight <= 0:
+        return loss
+    with torch.no_grad():
+        target = teacher(*inputs)
+    return loss + weight * ((out - target) ** 2).mean()
+
+
 def train_enhance(
     cfg: EnhanceTrainConfig,
     data: Path,
@@ -257,6 +291,7 @@ def train_enhance(
     train_t = as_tensors(train)  # converted once, not per batch
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     net = build_enhance(cfg.model).to(device)
+    teach = teacher_of(cfg.teacher, device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     ckpt = out / "enh-checkpoint.pt"
     state = load_checkpoint(ckpt)
@@ -283,7 +318,7 @@ def train_enhance(
         for g in opt.param_groups:
             g["lr"] = lr
         dec, org, lab, q = (t.to(device) for t in draw_batch(train_t, cfg.batch, rng))
-        loss = ((net(dec, lab, q) - org) ** 2).mean()
+        loss = distilled_loss(net(dec, lab, q), org, teach, (dec, lab, q), cfg.teacher_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -359,7 +394,18 @@ def enhance_data_command(photos, camvid, out, per_photo, model, native_every, ch
     default=None,
     help="start a new run from these weights (a checkpoint or train.gpu's enh-*.pt)",
 )
-def enhance_command(data, out, model, iters, batch, lr, hold_out, ema, save_every, init):
+@click.option(
+    "--teacher", default="", help="a bundle whose enhancement network's output is a second target"
+)
+@click.option(
+    "--teacher-weight",
+    default=1.0,
+    show_default=True,
+    help="loss: MSE to the original + this × MSE to the teacher's picture (with --teacher)",
+)
+def enhance_command(
+    data, out, model, iters, batch, lr, hold_out, ema, save_every, init, teacher, teacher_weight
+):
     """Train the enhancement network on decoded pictures (resumes from --out)."""
     cfg = EnhanceTrainConfig(
         model=model,
@@ -369,6 +415,8 @@ def enhance_command(data, out, model, iters, batch, lr, hold_out, ema, save_ever
         hold_out=hold_out,
         ema=ema,
         init=str(init or ""),
+        teacher=teacher,
+        teacher_weight=teacher_weight if teacher else 0.0,
     )
     out.mkdir(parents=True, exist_ok=True)
     train_enhance(cfg, data, out, save_every)
