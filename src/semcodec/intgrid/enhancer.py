@@ -57,6 +57,14 @@ BAND = 128  # rows (at the network's 1/s2d scale) per band; each overlaps by the
 BandKernel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
+def grid_rows(rgb: np.ndarray, y0: int, y1: int, cols: np.ndarray) -> np.ndarray:
+    """uint8 rows y0..y1 of the picture on the map's grid: the last row and column repeated
+    past the picture's edges (a view where nothing needs repeating)."""
+    h, w = rgb.shape[:2]
+    part = rgb[y0:y1] if y1 <= h else rgb[np.minimum(np.arange(y0, y1), h - 1)]
+    return part if len(cols) == w else part[:, cols]
+
+
 def class_rows(labels: np.ndarray, classes: int, repeat: int) -> np.ndarray:
     """The bias-table row of each position of the map repeated ``repeat`` times each way: its
     class, or the last row for unknown and void positions."""
@@ -167,9 +175,8 @@ class IntEnhancer:
         for y0 in range(0, nh, self.band):
             y1 = min(nh, y0 + self.band)
             a, b = max(0, y0 - halo), min(nh, y1 + halo)
-            lines = np.minimum(np.arange(a * s, b * s), h - 1)
-            x = rgb[lines][:, cols].astype(np.int16) - CENTRE
-            x = unshuffle(x, s).astype(np.float32)  # exact integers
+            x = unshuffle(grid_rows(rgb, a * s, b * s, cols), s)
+            x = np.subtract(x, np.float32(CENTRE), dtype=np.float32)  # exact integers
             e = self.kernel(x, idx[a:b], rows)[y0 - a : y1 - a]
             out = shuffle(e, s)[:, :w]
             yield y0 * s, out[: max(0, min(h - y0 * s, out.shape[0]))]
@@ -248,10 +255,10 @@ def apply(
     h, w = rgb.shape[:2]
     idx = class_rows(labels, classes, 8)[y0 : y0 + h, :w]
     gain = adjust.gains.astype(np.int32)[idx][..., None]
-    off = (adjust.offsets.astype(np.int32) * OFFSET_STEP)[idx]
     total = np.clip(corr, -CORR_LIMIT, CORR_LIMIT).astype(np.int32, copy=False)
     total *= gain
-    total += off  # 2**-CORR_SHIFT / 8 levels
+    if np.any(adjust.offsets):  # below effort 8 files carry none: a gather saved
+        total += (adjust.offsets.astype(np.int32) * OFFSET_STEP)[idx]  # 2**-CORR_SHIFT / 8 levels
     delta = round_shift(total, APPLY_SHIFT)
     if adjust.tiles is not None:
         t = adjust.tile
