@@ -160,7 +160,11 @@ def _apply_by_definition(rgb, corr, labels, adjust, classes) -> np.ndarray:
     return out
 
 
-def test_apply_matches_the_definition_at_the_extremes() -> None:
+@pytest.mark.parametrize("rows", [32, 5])  # one pass, and passes that cut map cells and tiles
+def test_apply_matches_the_definition_at_the_extremes(
+    monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    monkeypatch.setattr(intenhance, "APPLY_ROWS", rows)
     rng = np.random.default_rng(5)
     h, w, classes = 21, 27, 11
     rgb = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)

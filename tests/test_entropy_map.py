@@ -160,3 +160,35 @@ def test_garbage_words_never_out_of_range() -> None:
         changed += bool((out != lab).any())
         assert set(np.unique(out)) <= {0, 1, 4}
     assert decoded >= 25 and changed >= 20, (decoded, changed)  # 33 and 28 when written
+
+
+def _golden_maps() -> list[tuple[np.ndarray, int]]:
+    """Blocky maps with 5 % noise, of several shapes and class counts (fixed seed)."""
+    rng = np.random.default_rng(7)
+    maps = []
+    for shape, nc in [((64, 96), 11), ((31, 47), 12), ((1, 17), 3), ((23, 1), 5)]:
+        small = rng.integers(0, nc, size=(shape[0] // 4 + 1, shape[1] // 4 + 1)).astype(np.uint8)
+        lab = np.repeat(np.repeat(small, 4, 0), 4, 1)[: shape[0], : shape[1]].copy()
+        noise = rng.random(shape) < 0.05
+        lab[noise] = rng.integers(0, nc, size=noise.sum())
+        maps.append((lab, nc))
+    return maps
+
+
+# SHA-256 of the four payloads joined, as the coder of release default-923db449 wrote them
+GOLDEN = "051e7a44d154bcd489ab1991652e6a7b9786e3c90c9405999cbc76d0e73f30bd"
+
+
+@pytest.mark.parametrize("states", [None, 3])
+def test_payloads_are_the_released_coders_bytes(monkeypatch: pytest.MonkeyPatch, states) -> None:
+    """The coder's speed-ups (one probability array per state of a table's counts, a bounded
+    cache of them) write the bytes the released coder wrote, so files stay the same."""
+    import hashlib
+
+    from semcodec.format import map as map_coder
+
+    if states is not None:
+        monkeypatch.setattr(map_coder, "_CACHE_STATES", states)  # cleared again and again
+    payloads = [_roundtrip(lab, nc) for lab, nc in _golden_maps()]
+    assert [len(p) for p in payloads] == [773, 208, 7, 11]
+    assert hashlib.sha256(b"".join(payloads)).hexdigest() == GOLDEN

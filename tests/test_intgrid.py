@@ -216,3 +216,49 @@ def test_round_div_rounds_half_to_even_exactly(den: int) -> None:
     got = round_div(num.astype(np.int64), den)
     assert got.dtype == np.int64
     assert got.tolist() == want
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_round_shift_rounds_half_to_even(dtype) -> None:
+    """round_shift is num / 2**bits rounded half to even (Python's round on the fraction),
+    negative numbers and ties included, in the input's dtype for int32."""
+    num = np.arange(-2100, 2100).astype(dtype)
+    for bits in range(0, 11):
+        want = np.array([round(int(v) / (1 << bits)) for v in num])
+        got = ops.round_shift(num, bits)
+        assert np.array_equal(got, want), bits
+        assert got.dtype == (np.int32 if dtype == np.int32 else np.int64)
+    big = np.array([2**30 + 2**8, -(2**30) - 2**8 - 1, 2**31 - 2**10], np.int32)
+    assert ops.round_shift(big, 9).tolist() == [round(int(v) / 512) for v in big]
+
+
+def test_padded_over_a_used_store_has_zero_pads() -> None:
+    """A buffer laid over a store that held anything reads zero at every pad."""
+    h, w, c, p = 5, 7, 3, 1
+    store = np.full(ops.Padded.size(h, w, c, p) + 10, np.nan, np.float32)
+    buf = ops.Padded.over(store, h, w, c, p)
+    buf.interior()[...] = 1
+    grid = buf.flat[: (h + 2 * p) * buf.wp * c].reshape(h + 2 * p, buf.wp, c)
+    assert np.isnan(grid).sum() == 0 and grid.sum() == h * w * c
+    assert (grid[p : p + h, p : p + w] == 1).all()
+    assert (buf.flat[(h + 2 * p) * buf.wp * c :] == 0).all()
+
+
+def test_one_pass_space_to_depth_matches_the_two_step_one() -> None:
+    """The input written straight into the padded buffer, and the output cast while it goes
+    back to pixels, are unshuffle/shuffle's, in their channel orders."""
+    from semcodec.intgrid.enhancer import network_input, to_pixels, unshuffled_into
+
+    rng = np.random.default_rng(3)
+    for s in (1, 2, 4):
+        band = rng.integers(0, 256, (3 * s, 5 * s, 3)).astype(np.uint8)
+        buf = ops.Padded.over(
+            np.empty(ops.Padded.size(3, 5, 3 * s * s, 1), np.float32), 3, 5, 3 * s * s, 1
+        )
+        unshuffled_into(buf.interior(), band, s)
+        want = ops.unshuffle(band, s).astype(np.float32) - CENTRE
+        assert np.array_equal(buf.interior(), want) and np.array_equal(network_input(band, s), want)
+        e = rng.integers(-500, 500, (3, 5, 3 * s * s)).astype(np.float32)
+        px = to_pixels(e, s, 5 * s - 1)
+        assert px.dtype == np.int32
+        assert np.array_equal(px, ops.shuffle(e, s)[:, : 5 * s - 1].astype(np.int32))

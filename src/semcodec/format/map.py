@@ -37,6 +37,7 @@ _LIMIT = 256  # halve a multi-outcome table when its total exceeds this (fast ad
 _LIMIT_FLAT = 2048  # halve the binary "all neighbours agree" tables later (skewed statistics)
 _LIMIT_ESC = 128  # the escape class table tracks recently seen classes (measured on CamVid)
 _INIT = 1
+_CACHE_STATES = 1 << 16  # probability arrays kept per map, at most (a Kodak map: ~2,000)
 
 
 def _canonical_patterns() -> dict[tuple[int, ...], int]:
@@ -128,6 +129,8 @@ def _run(
     """The one context loop shared by encoder and decoder (``symbols is None`` → decode).
 
     Labels are compact class indices ``0..m-1`` (``m >= 2``). Returns the coded/decoded rows.
+    A table's probabilities are made once per distinct state of its counts (``cache``): the
+    same floats reach the coder, so the bits are those of one array per symbol.
     """
     model = constriction.stream.model.Categorical(perfect=False)
     encoding = symbols is not None
@@ -138,16 +141,22 @@ def _run(
     buf = np.zeros(1, dtype=np.int32)
     rows: list[list[int]] = []
     prev: list[int] = []
+    cache: dict[tuple[int, ...], np.ndarray] = {}
 
     def code(counts: list[int], n: int, sym: int) -> int:
         """Code one symbol over the first ``n`` entries of ``counts`` (n >= 2)."""
-        sub = counts[:n]
-        probs = np.array([sub], dtype=np.float64) / float(sum(sub))
+        sub = tuple(counts[:n])
+        p = cache.get(sub)
+        if p is None:  # counts over their total (float division, correctly rounded as numpy's)
+            if len(cache) >= _CACHE_STATES:  # bounded memory whatever the map
+                cache.clear()
+            total = float(sum(sub))
+            p = cache[sub] = np.array([[c / total for c in sub]])
         if encoding:
             buf[0] = sym
-            coder.encode(buf, model, probs)
+            coder.encode(buf, model, p)
             return sym
-        return int(coder.decode(model, probs)[0])
+        return int(coder.decode(model, p)[0])
 
     for y in range(height):
         row = symbols[y] if encoding else [0] * width

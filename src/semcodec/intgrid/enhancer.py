@@ -38,7 +38,6 @@ from semcodec.intgrid.ops import (
     available_cpus,
     round_div,
     round_shift,
-    shuffle,
     unshuffle,
     within_budget,
 )
@@ -52,9 +51,34 @@ ENH_META = ("s2d", "width", "layers", "classes", "act_max")
 BAND = 128  # rows (at the network's 1/s2d scale) per band; each overlaps by the reach
 
 
-# (x float32 (h, w, 3 s s), class index int (h, w), bias rows float32 (classes + 1, width)) →
-# int32 (h, w, 3 s s): the network on one band, in the last layer's grid
+# (uint8 (h s, w s, 3) picture rows on the map's grid, class index int (h, w), bias rows
+# float32 (classes + 1, width)) → (h, w, 3 s s) integers, fp32 or int32: the network on one
+# band, in the last layer's grid
 BandKernel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def network_input(band: np.ndarray, s: int) -> np.ndarray:
+    """float32 (h, w, 3 s s): uint8 rows space-to-depth (``unshuffle``'s order), minus CENTRE."""
+    return np.subtract(unshuffle(band, s), np.float32(CENTRE), dtype=np.float32)
+
+
+def unshuffled_into(dst: np.ndarray, band: np.ndarray, s: int) -> None:
+    """network_input written into dst (h, w, 3 s s), a view with its last axis contiguous,
+    in one pass (no space-to-depth copy first)."""
+    h, w, cs = dst.shape
+    src = band.reshape(h, s, w, s, -1).transpose(0, 2, 4, 1, 3)  # (h, w, c, dy, dx)
+    np.subtract(src, np.float32(CENTRE), out=dst.reshape(h, w, cs // (s * s), s, s))
+
+
+def to_pixels(e: np.ndarray, s: int, w: int) -> np.ndarray:
+    """int32 (h s, w, c): a band's output (h, gw, c s s) depth-to-space (``shuffle``'s
+    order), cast in the same pass, first w columns."""
+    h, gw, cs = e.shape
+    c = cs // (s * s)
+    out = np.empty((h * s, gw * s, c), np.int32)
+    view = e.reshape(h, gw, c, s, s).transpose(0, 3, 1, 4, 2)  # (h, dy, gw, dx, c)
+    np.copyto(out.reshape(h, s, gw, s, c), view, casting="unsafe")
+    return out[:, :w]
 
 
 def grid_rows(rgb: np.ndarray, y0: int, y1: int, cols: np.ndarray) -> np.ndarray:
@@ -175,10 +199,8 @@ class IntEnhancer:
         for y0 in range(0, nh, self.band):
             y1 = min(nh, y0 + self.band)
             a, b = max(0, y0 - halo), min(nh, y1 + halo)
-            x = unshuffle(grid_rows(rgb, a * s, b * s, cols), s)
-            x = np.subtract(x, np.float32(CENTRE), dtype=np.float32)  # exact integers
-            e = self.kernel(x, idx[a:b], rows)[y0 - a : y1 - a]
-            out = shuffle(e, s)[:, :w]
+            e = self.kernel(grid_rows(rgb, a * s, b * s, cols), idx[a:b], rows)
+            out = to_pixels(e[y0 - a : y1 - a], s, w)
             yield y0 * s, out[: max(0, min(h - y0 * s, out.shape[0]))]
 
     def correction(
@@ -198,22 +220,27 @@ class IntEnhancer:
             out[y0:y1] = apply(rgb[y0:y1], corr, labels, adjust, self.classes, y0)
         return out
 
-    def run_numpy(self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def run_numpy(self, band: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The network on one band in numpy (BandKernel): fp32 matrix products, in place, on
         our band threads with BLAS on one thread (``blas.py``)."""
         with kernel_pool(self.threads) as pool:
-            return self._run(x, idx, rows, pool)
+            return self._run(band, idx, rows, pool)
 
     def _run(
-        self, x: np.ndarray, idx: np.ndarray, rows: np.ndarray, pool: Executor | None
+        self, band: np.ndarray, idx: np.ndarray, rows: np.ndarray, pool: Executor | None
     ) -> np.ndarray:
-        """Each layer's output goes straight into the next one's padded buffer."""
-        h, w, _ = x.shape
-        amax, p = np.float32(self.meta["act_max"]), self.convs[0].pad
-        src = Padded.zeros(h, w, x.shape[2], p)
-        src.interior()[...] = x
+        """fp32 (h, w, 3 s s). The input is written straight into the first layer's padded
+        buffer and each layer's output into the next one's, two stores taking turns."""
+        s, p = self.meta["s2d"], self.convs[0].pad
+        h, w = band.shape[0] // s, band.shape[1] // s
+        amax = np.float32(self.meta["act_max"])
+        widths = [3 * s * s] + [c.out_channels for c in self.convs[:-1]]
+        most = max(Padded.size(h, w, c, p) for c in widths)
+        stores = [np.empty(most, np.float32), np.empty(most, np.float32)]
+        src = Padded.over(stores[0], h, w, widths[0], p)
+        unshuffled_into(src.interior(), band, s)
         for i, conv in enumerate(self.convs[:-1]):
-            dst = Padded.zeros(h, w, conv.out_channels, p)
+            dst = Padded.over(stores[(i + 1) % 2], h, w, conv.out_channels, p)
 
             def hidden(v: np.ndarray, y0: int, y1: int, first: bool = i == 0) -> None:
                 if first:
@@ -231,10 +258,18 @@ class IntEnhancer:
             np.round(v, out=v)
 
         last.into(src, out, final, pool, self.threads)
-        return out.reshape(h, src.wp, -1)[:, :w].astype(np.int32)
+        return out.reshape(h, src.wp, -1)[:, :w]
 
 
 CORR_LIMIT = 1 << 20  # |correction| beyond this saturates the pixel at any gain >= 1
+APPLY_ROWS = 32  # picture rows per pass of apply: its int32 work stays in the L2 cache
+
+
+def on_rows(grid: np.ndarray, cell: int, y0: int, y1: int, w: int) -> np.ndarray:
+    """Rows y0..y1 (first w columns) of a per-cell array (gy, gx, ...) repeated ``cell``
+    times each way: a map-grid or tile-grid value at every pixel."""
+    rows = grid[np.arange(y0, y1) // cell]
+    return np.repeat(rows, cell, axis=1)[:, :w]
 
 
 def apply(
@@ -248,24 +283,32 @@ def apply(
     """uint8 (h, W, 3): picture rows y0.. plus their correction, per class gain and offset,
     in integers.
 
-    int32 throughout (half the memory traffic of int64, a fifth of a decode): the correction
-    is first clipped to ±CORR_LIMIT, which changes no pixel, since beyond it the change
-    (at least 2**20 / 2**9 levels at gain 1) saturates at 0 or 255 whatever the offset.
+    int32 throughout (half the memory traffic of int64), APPLY_ROWS rows at a time, the
+    per-class values looked up on the map's grid and repeated: the correction is first
+    clipped to ±CORR_LIMIT, which changes no pixel, since beyond it the change (at least
+    2**20 / 2**9 levels at gain 1) saturates at 0 or 255 whatever the offset.
     """
     h, w = rgb.shape[:2]
-    idx = class_rows(labels, classes, 8)[y0 : y0 + h, :w]
-    gain = adjust.gains.astype(np.int32)[idx][..., None]
-    total = np.clip(corr, -CORR_LIMIT, CORR_LIMIT).astype(np.int32, copy=False)
-    total *= gain
-    if np.any(adjust.offsets):  # below effort 8 files carry none: a gather saved
-        total += (adjust.offsets.astype(np.int32) * OFFSET_STEP)[idx]  # 2**-CORR_SHIFT / 8 levels
-    delta = round_shift(total, APPLY_SHIFT)
-    if adjust.tiles is not None:
-        t = adjust.tile
-        on = np.repeat(np.repeat(adjust.tiles, t, 0), t, 1)[y0 : y0 + h, :w]
-        delta *= on[..., None]
-    delta += rgb
-    return np.clip(delta, 0, 255).astype(np.uint8)
+    cls = np.minimum(labels.astype(np.int64), classes)
+    gains = adjust.gains.astype(np.int32)[cls]  # (gh, gw) on the map's grid
+    offsets = None
+    if np.any(adjust.offsets):  # below effort 8 files carry none: a pass saved
+        offsets = (adjust.offsets.astype(np.int32) * OFFSET_STEP)[cls]  # 2**-CORR_SHIFT / 8
+    out = np.empty((h, w, 3), np.uint8)
+    for r0 in range(0, h, APPLY_ROWS):
+        r1 = min(h, r0 + APPLY_ROWS)
+        a, b = y0 + r0, y0 + r1
+        total = np.clip(corr[r0:r1], -CORR_LIMIT, CORR_LIMIT).astype(np.int32, copy=False)
+        total *= on_rows(gains, 8, a, b, w)[..., None]
+        if offsets is not None:
+            total += on_rows(offsets, 8, a, b, w)
+        delta = round_shift(total, APPLY_SHIFT)
+        if adjust.tiles is not None:
+            delta *= on_rows(adjust.tiles, adjust.tile, a, b, w)[..., None]
+        delta += rgb[r0:r1]
+        np.clip(delta, 0, 255, out=delta)
+        out[r0:r1] = delta
+    return out
 
 
 def neutral(classes: int) -> Adjust:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from semcodec.intgrid import ops
-from semcodec.intgrid.enhancer import BandKernel, IntEnhancer
+from semcodec.intgrid.enhancer import BandKernel, IntEnhancer, network_input
 from semcodec.intgrid.generator_torch import ieee_fp32
 
 
@@ -27,9 +27,10 @@ def torch_band_kernel(enh: IntEnhancer) -> BandKernel:
     amax = float(enh.meta["act_max"])
 
     @torch.no_grad()
-    def run(x: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def run(band: np.ndarray, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
         with ieee_fp32():
-            v = torch.from_numpy(np.ascontiguousarray(x)).permute(2, 0, 1)[None]
+            x = network_input(band, enh.meta["s2d"])
+            v = torch.from_numpy(x).permute(2, 0, 1)[None]
             v = v.contiguous(memory_format=torch.channels_last)
             bias = torch.from_numpy(rows[idx]).permute(2, 0, 1)[None]  # (1, width, h, w)
             for i, (w, b, pad) in enumerate(layers[:-1]):

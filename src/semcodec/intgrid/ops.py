@@ -33,18 +33,21 @@ def round_div(num: np.ndarray, den: int) -> np.ndarray:
 
 
 def round_shift(num: np.ndarray, bits: int) -> np.ndarray:
-    """num / 2**bits rounded half to even: round_div by shifts and masks (integer division is
-    the slowest step of the decoder's per-pixel work). int32 num stays int32 (the caller
-    keeps it in range); anything else is computed in int64."""
+    """num / 2**bits rounded half to even: round_div by shifts (integer division is the
+    slowest step of the decoder's per-pixel work), as (num + 2**(bits-1) - 1 + parity) >> bits
+    with parity the floor's lowest bit, in four passes. int32 num stays int32 (the caller keeps
+    |num| below 2**31 - 2**bits); anything else is computed in int64."""
     num = np.asarray(num)
     if num.dtype != np.int32:
         num = num.astype(np.int64)
     q = num >> bits  # floor, also for negative num
     if bits == 0:
         return q
-    r = num & ((1 << bits) - 1)  # num - q * 2**bits, in [0, 2**bits)
-    half = 1 << (bits - 1)
-    return q + ((r > half) | ((r == half) & (q & 1).astype(bool)))
+    q &= 1  # a tie rounds up exactly when the floor is odd
+    q += num
+    q += (1 << (bits - 1)) - 1
+    q >>= bits
+    return q
 
 
 def unshuffle(x: np.ndarray, s: int) -> np.ndarray:
@@ -181,8 +184,24 @@ class Padded:
     @classmethod
     def zeros(cls, h: int, w: int, c: int, p: int) -> Padded:
         """An all-zero buffer (its pads stay zero)."""
-        wp = w + 2 * p
-        return cls(np.zeros(((h + 2 * p) * wp + 2 * p) * c, np.float32), h, w, c, p)
+        return cls(np.zeros(cls.size(h, w, c, p), np.float32), h, w, c, p)
+
+    @staticmethod
+    def size(h: int, w: int, c: int, p: int) -> int:
+        """Floats of the flat buffer."""
+        return ((h + 2 * p) * (w + 2 * p) + 2 * p) * c
+
+    @classmethod
+    def over(cls, store: np.ndarray, h: int, w: int, c: int, p: int) -> Padded:
+        """A buffer at the start of ``store`` (float32, at least ``size`` floats; what it
+        held before is overwritten): pads zeroed, picture undefined until written. Layers of
+        one band take turns in two stores instead of a fresh allocation each."""
+        buf = cls(store[: cls.size(h, w, c, p)], h, w, c, p)
+        start = (p * buf.wp + p) * c
+        buf.flat[:start] = 0
+        buf.flat[start + h * buf.wp * c :] = 0
+        buf.rows()[:, w:] = 0
+        return buf
 
     def rows(self) -> np.ndarray:
         """(h, w + 2p, c) view of the picture's rows, pads of the same rows included."""
