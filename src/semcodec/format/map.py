@@ -119,22 +119,61 @@ def get_varint(data: bytes, pos: int) -> tuple[int, int]:
     raise CorruptData("overlong varint")
 
 
+Coder = constriction.stream.queue.RangeEncoder | constriction.stream.queue.RangeDecoder
+
+
+def _stay_probs(tab: list[int], run: int) -> tuple[np.ndarray, list[list[int]]]:
+    """(run, 2) probabilities of a binary "all neighbours agree" table over ``run`` labels
+    that each keep the neighbours' class, and the table after each (run + 1 states): the
+    same floats and counts as ``run`` single steps of the context loop."""
+    a, b = tab
+    probs, states = [], [[a, b]]
+    for _ in range(run):
+        total = float(a + b)
+        probs.append([a / total, b / total])
+        a += _INC
+        if a + b > _LIMIT_FLAT:
+            a, b = (a + 1) >> 1, (b + 1) >> 1
+        states.append([a, b])
+    return np.array(probs), states
+
+
+def _agree_run(prev: list[int], x: int, v: int) -> int:
+    """How many labels from x on have top-left, top and top-right neighbours all equal to v
+    (the row above, its last label repeated past the edge)."""
+    last = len(prev) - 1
+    n = 0
+    while (
+        x + n <= last
+        and prev[x + n - 1] == v
+        and prev[x + n] == v
+        and prev[min(x + n + 1, last)] == v
+    ):
+        n += 1
+    return n
+
+
 def _run(
-    height: int,
-    width: int,
-    m: int,
-    symbols: list[list[int]] | None,
-    coder: constriction.stream.queue.RangeEncoder | constriction.stream.queue.RangeDecoder,
-) -> list[list[int]]:
+    height: int, width: int, m: int, symbols: list[list[int]] | None, coder: Coder
+) -> tuple[list[list[int]], Coder]:
     """The one context loop shared by encoder and decoder (``symbols is None`` → decode).
 
-    Labels are compact class indices ``0..m-1`` (``m >= 2``). Returns the coded/decoded rows.
-    A table's probabilities are made once per distinct state of its counts (``cache``): the
-    same floats reach the coder, so the bits are those of one array per symbol.
+    Labels are compact class indices ``0..m-1`` (``m >= 2``). Returns the coded/decoded rows
+    and the coder at its end (the decoder may be a clone of the one given).
+
+    Two speed-ups leave the bits as they were. A table's probabilities are made once per
+    distinct state of its counts (``cache``). And where a stretch of labels has all four
+    neighbours equal to the left one's class (one binary table, whose states follow from the
+    count rule alone), the labels that keep that class are coded in one call: the encoder
+    knows how many; the decoder decodes the whole stretch as if each did, and where one did
+    not (or the bits after it fit no label of those models), decodes again from a clone
+    taken before, up to that label.
     """
     model = constriction.stream.model.Categorical(perfect=False)
     encoding = symbols is not None
     patterns = _PATTERNS
+    agree = patterns[(0, 0, 0, 0)] * 257  # + class + 1: the key of "all four are that class"
+    first_row = patterns[(0,)] * 257
     # context key -> adaptive counts over (k distinct neighbours + escape)
     tables: dict[int, list[int]] = {}
     esc = [_INIT] * m  # class frequencies for escapes
@@ -158,9 +197,52 @@ def _run(
             return sym
         return int(coder.decode(model, p)[0])
 
+    def stays(row: list[int], x: int, run: int, key: int) -> int:
+        """Code the labels from x that keep class row[x - 1], as far as ``run``; how many."""
+        nonlocal coder
+        v = row[x - 1]
+        tab = tables.setdefault(key, [_INIT, _INIT])
+        probs, states = _stay_probs(tab, run)
+        if encoding:
+            n = 0
+            while n < run and row[x + n] == v:
+                n += 1
+            if n:
+                coder.encode(np.zeros(n, np.int32), model, probs[:n])
+        else:
+            before = coder.clone()
+            try:
+                escapes = np.flatnonzero(coder.decode(model, probs))
+            except Exception:  # past the stretch's end the bits may fit no label: one by one
+                coder = before
+                n = 0
+                while n < run:
+                    mark = coder.clone()
+                    if coder.decode(model, probs[n : n + 1])[0]:
+                        coder = mark
+                        break
+                    n += 1
+            else:
+                n = int(escapes[0]) if len(escapes) else run
+                if n < run:  # the stretch ends at label n: decode again, up to it
+                    coder = before
+                    if n:
+                        coder.decode(model, probs[:n])
+            row[x : x + n] = [v] * n
+        tab[:] = states[n]
+        return n
+
     for y in range(height):
         row = symbols[y] if encoding else [0] * width
-        for x in range(width):
+        x = 0
+        while x < width:
+            if x > 0:  # a stretch that keeps the left label's class, coded at once
+                v = row[x - 1]
+                run = width - x if y == 0 else _agree_run(prev, x, v)
+                if run > 1:
+                    x += stays(row, x, run, (first_row if y == 0 else agree) + v + 1)
+                    if x >= width:
+                        break
             if y == 0:
                 if x == 0:
                     cands: list[int] = []
@@ -217,9 +299,10 @@ def _run(
                     for i in range(m):
                         esc[i] = (esc[i] + 1) >> 1
             row[x] = sym
+            x += 1
         rows.append(row)
         prev = row
-    return rows
+    return rows, coder
 
 
 def encode_map(labels: np.ndarray, num_classes: int) -> bytes:
@@ -280,7 +363,7 @@ def decode_map(data: bytes, height: int, width: int, num_classes: int) -> np.nda
     words = np.frombuffer(data, dtype="<u4", offset=pos).astype(np.uint32)
     try:
         dec = constriction.stream.queue.RangeDecoder(words)
-        rows = _run(height, width, len(present), None, dec)
+        rows, dec = _run(height, width, len(present), None, dec)
         exhausted = dec.maybe_exhausted()
     except CorruptData:
         raise
