@@ -73,3 +73,61 @@ def test_full_resolution_labels_follow_the_same_scale() -> None:
     assert full.shape == (60, 90)
     up = F.interpolate(grid, size=(64, 96), mode="bilinear", align_corners=False)
     np.testing.assert_array_equal(full, up[0, :, :60, :90].argmax(0).numpy())
+
+
+def _with_statistics(net: SegNet) -> SegNet:
+    """BatchNorms with running statistics and affine terms far from the identity."""
+    g = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_(0, 0.3, generator=g)
+                m.running_var.uniform_(0.5, 2.0, generator=g)
+                m.weight.uniform_(0.5, 1.5, generator=g)
+                m.bias.normal_(0, 0.2, generator=g)
+    return net
+
+
+def _scores(net: SegNet, rgb: np.ndarray) -> torch.Tensor:
+    """Both branches and their fusion, run directly (no folding)."""
+    x = torch.from_numpy(rgb).permute(2, 0, 1)[None].float() / 255
+    a, b = net.branch_inputs(x)
+    with torch.no_grad():
+        return net.fuse(net.rgb(a), net.gray(b))
+
+
+def test_folded_batchnorm_gives_the_networks_scores() -> None:
+    """Folding every EfficientNet BatchNorm into its convolution keeps the class scores (to
+    fp32 rounding), leaves no such BatchNorm behind, and is what class_scores runs in fp32."""
+    from semcodec.models.efficientnet import fold_batchnorm
+
+    net = _with_statistics(_net(0))
+    rgb = _image(64, 96)
+    folded = segment.inference_form(net)
+    assert folded is not net
+    before, after = _scores(net, rgb), _scores(folded, rgb)
+    assert not torch.equal(before, after)  # folded: other roundings
+    assert torch.allclose(after, before, atol=1e-4 * float(before.abs().max()))
+    n = sum(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
+    left = sum(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    assert left < n and fold_batchnorm(folded) == 0  # every EfficientNet one went
+    assert torch.equal(  # class_scores runs the folded copy
+        segment.class_scores(net, rgb, bf16=False), segment.class_scores(folded, rgb, bf16=False)
+    )
+
+
+def test_inference_form_follows_the_weights() -> None:
+    """The folded copy is made once and made again when the weights change in place, and a
+    network in training mode runs as it is."""
+    net = _with_statistics(_net(0))
+    first = segment.inference_form(net)
+    assert segment.inference_form(net) is first
+    with torch.no_grad():
+        net.rgb.backbone.net._conv_stem.weight.mul_(2.0)
+    second = segment.inference_form(net)
+    assert second is not first
+    assert not torch.equal(
+        second.rgb.backbone.net._conv_stem.weight, first.rgb.backbone.net._conv_stem.weight
+    )
+    net.train()
+    assert segment.inference_form(net) is net

