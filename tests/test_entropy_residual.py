@@ -287,3 +287,16 @@ def test_avif_wrong_size_or_header_raises() -> None:
         pass
     else:
         assert out.shape == (16, 24, 3)
+
+
+def test_residual_to_bytes_is_the_rounding_rule() -> None:
+    """to_uint8 (a table lookup for residuals of two pictures, arithmetic beyond them) against
+    clip(round(r * num / den) half up + offset, 0, 255)."""
+    r = np.arange(-600, 601, dtype=np.int32)
+    for num, den, offset in ((1, 1, 128), (3, 2, 128), (2, 5, 120), (7, 3, 100), (1, 4, 128)):
+        want = [max(0, min(255, math.floor(v * num / den + 0.5) + offset)) for v in r.tolist()]
+        assert to_uint8(r, num, den, offset).tolist() == want  # beyond ±255: the arithmetic
+        inside = r[np.abs(r) <= 255].reshape(-1, 7).astype(np.int16)
+        got = to_uint8(inside, num, den, offset)  # every value a residual: the table
+        assert got.dtype == np.uint8 and got.shape == inside.shape
+        assert got.ravel().tolist() == want[345:856]

@@ -212,10 +212,24 @@ def _require_avif() -> None:
 
 
 def to_uint8(residual: np.ndarray, num: int, den: int, offset: int) -> np.ndarray:
-    """Map a signed residual to uint8: clip(round(r * num / den) + offset, 0, 255), in integers."""
-    r = residual.astype(np.int64)
-    scaled = np.floor_divide(2 * r * num + den, 2 * den)
+    """Map a signed residual to uint8: clip(round(r * num / den) + offset, 0, 255), in integers
+    (one lookup where every value is a residual of two pictures, as the encoder's are)."""
+    r = np.asarray(residual)
+    if r.size and RESIDUAL_MIN <= int(r.min()) and int(r.max()) <= RESIDUAL_MAX:
+        return to_uint8_table(num, den, offset)[r.astype(np.int32) - RESIDUAL_MIN]
+    scaled = np.floor_divide(2 * r.astype(np.int64) * num + den, 2 * den)
     return np.clip(scaled + offset, 0, 255).astype(np.uint8)
+
+
+@functools.cache
+def to_uint8_table(num: int, den: int, offset: int) -> np.ndarray:
+    """uint8 (RESIDUAL_MAX - RESIDUAL_MIN + 1,): ``to_uint8`` of every residual from
+    RESIDUAL_MIN up."""
+    r = np.arange(RESIDUAL_MIN, RESIDUAL_MAX + 1, dtype=np.int64)
+    scaled = np.floor_divide(2 * r * num + den, 2 * den)
+    table = np.clip(scaled + offset, 0, 255).astype(np.uint8)
+    table.flags.writeable = False
+    return table
 
 
 def from_uint8(r8: np.ndarray, num: int, den: int, offset: int) -> np.ndarray:
