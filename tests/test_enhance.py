@@ -439,3 +439,22 @@ def test_distilled_loss_adds_the_teachers_term() -> None:
     assert float(distilled_loss(out, original, None, inputs, 1.0)) == 4.0
     assert float(distilled_loss(out, original, Teacher(), inputs, 0.0)) == 4.0
     assert float(distilled_loss(out, original, Teacher(), inputs, 0.5)) == 4.5
+
+
+def test_gains_of_every_class_at_once_are_fit_class_gains() -> None:
+    """fit_gains (per-class sums in one pass) gives each class fit_class's gain, and the
+    trained gain to a class under MIN_PIXELS pixels."""
+    from semcodec.encoder.enhance import MIN_PIXELS, fit_class, fit_gains
+
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        idx = rng.integers(0, 12, (8, 12)).repeat(8, 0).repeat(8, 1)
+        idx[idx == 5] = 4  # a class absent
+        idx[:8, :8] = 5  # and one under MIN_PIXELS
+        c = rng.normal(0, 3, (64, 96, 3)).astype(np.float32)
+        t = (c * rng.uniform(0, 2) + rng.normal(0, 2, (64, 96, 3))).astype(np.float32)
+        got = fit_gains(c, t, idx, 11)
+        for k in range(12):
+            sel = idx == k
+            want = GAIN_ONE if sel.sum() < MIN_PIXELS else fit_class(c[sel], t[sel], False)[0]
+            assert got[k] == want, k

@@ -74,6 +74,20 @@ def fit_class(corr: np.ndarray, target: np.ndarray, offsets: bool) -> tuple[int,
     return gain, np.clip(np.round(off * OFFSET_UNIT), -128, 127).astype(np.int64)
 
 
+def fit_gains(c: np.ndarray, t: np.ndarray, idx: np.ndarray, classes: int) -> np.ndarray:
+    """int64 (classes + 1,): ``fit_class``'s gain without offsets for every class at once,
+    from per-class sums (one pass each, not a mask per class); GAIN_ONE for a class with
+    fewer than MIN_PIXELS pixels. c, t (h, w, 3) correction and target in levels."""
+    flat = idx.ravel()
+    size = classes + 1
+    count = np.bincount(flat, minlength=size)
+    ct = np.bincount(flat, (c * t).sum(-1, dtype=np.float64).ravel(), size)
+    cc = np.bincount(flat, (c * c).sum(-1, dtype=np.float64).ravel(), size)
+    a = np.divide(ct, cc, out=np.ones(size), where=cc > 0)
+    gains = np.clip(np.round(a * GAIN_ONE), 0, 15).astype(np.int64)
+    return np.where(count >= MIN_PIXELS, gains, GAIN_ONE)
+
+
 def choose(
     enhancer: IntEnhancer,
     original: np.ndarray,
@@ -96,12 +110,14 @@ def choose(
     t = original.astype(np.float32) - decoded
     gains = np.full(classes + 1, GAIN_ONE, np.int64)
     offs = np.zeros((classes + 1, 3), np.int64)
-    adapt = effort >= ADAPT_EFFORT
-    for k in np.unique(idx):
-        sel = idx == k
-        if int(sel.sum()) < MIN_PIXELS:
-            continue
-        gains[k], offs[k] = fit_class(c[sel], t[sel], adapt)
+    if effort >= ADAPT_EFFORT:
+        for k in np.unique(idx):
+            sel = idx == k
+            if int(sel.sum()) < MIN_PIXELS:
+                continue
+            gains[k], offs[k] = fit_class(c[sel], t[sel], True)
+    else:
+        gains = fit_gains(c, t, idx, classes)
     full = Adjust(gains, offs, None, tile, update)
     enhanced = apply(decoded, corr, labels, full, classes)
     err_before = (t**2).sum(2, dtype=np.float64)
