@@ -58,7 +58,9 @@ SEG_CONFIGS: dict[str, SegConfig] = {
     ),
     # v5 (default of 2026-12-06, `default-923db449`): lite0 trained with outlier exposure
     # (train.outliers), UNKNOWN where the largest class probability is below 0.4 (on CamVid val
-    # with pasted objects: the highest threshold keeping in-vocabulary UNKNOWN under 3 %)
+    # with pasted objects: the highest threshold keeping in-vocabulary UNKNOWN under 3 %);
+    # v6 (default of 2026-12-07, `default-6822cb1f`): the same network trained on with its
+    # backbones, more camera shifts and person photos (seg-oe2, docs/training.md)
     "lite0-oe": SegConfig(
         backbone="lite0", gru_hidden=64, fpn_width=96, work_side=480, unknown_below=0.4
     ),

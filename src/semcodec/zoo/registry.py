@@ -49,7 +49,7 @@ REGISTRY: dict[str, BundleSpec] = {
     # The shipped default: integer generator table, 3-neighbour compact table, the map with
     # UNKNOWN and the enhancement network (models/README.md).
     DEFAULT_MODEL: BundleSpec(
-        DEFAULT_MODEL, seg="lite0-oe", weights="default-923db449.pt", enhance="s4-w64-l4"
+        DEFAULT_MODEL, seg="lite0-oe", weights="default-6822cb1f.pt", enhance="s4-w64-l4"
     ),
     # default's segmentation net, CompNet and compact table with a generator fine-tuned for
     # SSIMULACRA 2 and the adversarial terms: the same bytes, another picture (models/perceptual.md)
