@@ -54,28 +54,23 @@ class EnhanceChoice:
     mse_after: float
 
 
-def fit_class(corr: np.ndarray, target: np.ndarray, offsets: bool) -> tuple[int, np.ndarray]:
-    """Least-squares gain (eighths, 0..15) and RGB offset (quarter levels) for one class.
+def fit_class(corr: np.ndarray, target: np.ndarray) -> tuple[int, np.ndarray]:
+    """Least-squares gain (eighths, 0..15) and RGB offset (quarter levels) for one class
+    (from ADAPT_EFFORT; below it ``fit_gains`` fits gains alone).
 
     corr (n, 3) the network's correction, target (n, 3) original − decoded, in levels.
     """
-    if offsets:
-        c0 = corr - corr.mean(0, dtype=np.float64)
-        t0 = target - target.mean(0, dtype=np.float64)
-        den = float((c0 * c0).sum())
-        a = float((c0 * t0).sum()) / den if den > 0 else 1.0
-    else:
-        den = float((corr * corr).sum(dtype=np.float64))
-        a = float((corr * target).sum(dtype=np.float64)) / den if den > 0 else 1.0
+    c0 = corr - corr.mean(0, dtype=np.float64)
+    t0 = target - target.mean(0, dtype=np.float64)
+    den = float((c0 * c0).sum())
+    a = float((c0 * t0).sum()) / den if den > 0 else 1.0
     gain = int(np.clip(np.round(a * GAIN_ONE), 0, 15))
-    if not offsets:
-        return gain, np.zeros(3, np.int64)
     off = (target - corr * (gain / GAIN_ONE)).mean(0, dtype=np.float64)
     return gain, np.clip(np.round(off * OFFSET_UNIT), -128, 127).astype(np.int64)
 
 
 def fit_gains(c: np.ndarray, t: np.ndarray, idx: np.ndarray, classes: int) -> np.ndarray:
-    """int64 (classes + 1,): ``fit_class``'s gain without offsets for every class at once,
+    """int64 (classes + 1,): each class's least-squares gain (eighths, 0..15) of c against t,
     from per-class sums (one pass each, not a mask per class); GAIN_ONE for a class with
     fewer than MIN_PIXELS pixels. c, t (h, w, 3) correction and target in levels."""
     flat = idx.ravel()
@@ -115,7 +110,7 @@ def choose(
             sel = idx == k
             if int(sel.sum()) < MIN_PIXELS:
                 continue
-            gains[k], offs[k] = fit_class(c[sel], t[sel], True)
+            gains[k], offs[k] = fit_class(c[sel], t[sel])
     else:
         gains = fit_gains(c, t, idx, classes)
     full = Adjust(gains, offs, None, tile, update)

@@ -217,7 +217,12 @@ def to_uint8(residual: np.ndarray, num: int, den: int, offset: int) -> np.ndarra
     r = np.asarray(residual)
     if r.size and RESIDUAL_MIN <= int(r.min()) and int(r.max()) <= RESIDUAL_MAX:
         return to_uint8_table(num, den, offset)[r.astype(np.int32) - RESIDUAL_MIN]
-    scaled = np.floor_divide(2 * r.astype(np.int64) * num + den, 2 * den)
+    return _scaled_bytes(r, num, den, offset)
+
+
+def _scaled_bytes(r: np.ndarray, num: int, den: int, offset: int) -> np.ndarray:
+    """``to_uint8``'s rule computed per value (any integer residual)."""
+    scaled = np.floor_divide(2 * np.asarray(r, np.int64) * num + den, 2 * den)
     return np.clip(scaled + offset, 0, 255).astype(np.uint8)
 
 
@@ -225,9 +230,7 @@ def to_uint8(residual: np.ndarray, num: int, den: int, offset: int) -> np.ndarra
 def to_uint8_table(num: int, den: int, offset: int) -> np.ndarray:
     """uint8 (RESIDUAL_MAX - RESIDUAL_MIN + 1,): ``to_uint8`` of every residual from
     RESIDUAL_MIN up."""
-    r = np.arange(RESIDUAL_MIN, RESIDUAL_MAX + 1, dtype=np.int64)
-    scaled = np.floor_divide(2 * r * num + den, 2 * den)
-    table = np.clip(scaled + offset, 0, 255).astype(np.uint8)
+    table = _scaled_bytes(np.arange(RESIDUAL_MIN, RESIDUAL_MAX + 1), num, den, offset)
     table.flags.writeable = False
     return table
 

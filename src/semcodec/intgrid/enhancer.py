@@ -38,7 +38,6 @@ from semcodec.intgrid.ops import (
     available_cpus,
     round_div,
     round_shift,
-    unshuffle,
     within_budget,
 )
 
@@ -59,7 +58,9 @@ BandKernel = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 def network_input(band: np.ndarray, s: int) -> np.ndarray:
     """float32 (h, w, 3 s s): uint8 rows space-to-depth (``unshuffle``'s order), minus CENTRE."""
-    return np.subtract(unshuffle(band, s), np.float32(CENTRE), dtype=np.float32)
+    out = np.empty((band.shape[0] // s, band.shape[1] // s, band.shape[2] * s * s), np.float32)
+    unshuffled_into(out, band, s)
+    return out
 
 
 def unshuffled_into(dst: np.ndarray, band: np.ndarray, s: int) -> None:
