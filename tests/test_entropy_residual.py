@@ -300,3 +300,24 @@ def test_residual_to_bytes_is_the_rounding_rule() -> None:
         got = to_uint8(inside, num, den, offset)  # every value a residual: the table
         assert got.dtype == np.uint8 and got.shape == inside.shape
         assert got.ravel().tolist() == want[345:856]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("prediction", ["flat", "offset", "array"])
+def test_picture_is_prediction_plus_residual_clipped(name: str, prediction: str) -> None:
+    """``picture`` (the AVIF backend's shortcut where the residual is the image itself
+    included) gives the bytes of clip(prediction + decoded residual) for every prediction."""
+    rng = np.random.default_rng(7)
+    b = get_backend(name)
+    h, w = 40, 56
+    res = rng.integers(-200, 200, (h, w, 3)).astype(np.int16)
+    data = b.encode(res, 70)
+    pred: np.ndarray | int = {
+        "flat": 128,
+        "offset": 100,
+        "array": rng.integers(0, 256, (h, w, 3)).astype(np.uint8),
+    }[prediction]
+    want = np.clip(b.decode(data, h, w) + pred, 0, 255).astype(np.uint8)
+    got = b.picture(data, h, w, pred)
+    assert got.dtype == np.uint8 and got.shape == (h, w, 3) and got.flags.writeable
+    np.testing.assert_array_equal(got, want)

@@ -251,7 +251,7 @@ class Decoder:
         if gate is None:
             symbols = decode_compact(layers[LayerKind.COMPACT], shape, table)
             clock("compact_coder")
-            out = reconstruct(symbols, labels, (h, w), self.generator, self.tiling, progress)
+            pred = reconstruct(symbols, labels, (h, w), self.generator, self.tiling, progress)
             clock("generator")
         else:
             modes = gate.modes
@@ -268,17 +268,16 @@ class Decoder:
                 preds[prediction.BASE] = prediction.base_pixels(symbols, self.parts.levels, (h, w))
             if (modes == prediction.NONE).any():
                 preds[prediction.NONE] = prediction.FLAT
-            out = prediction.blend(preds, modes, (h, w), gate.tile_blocks, gate.radius)
+            pred = prediction.blend(preds, modes, (h, w), gate.tile_blocks, gate.radius, True)
             clock("gating")
-        base = out
+        base = _as_picture(pred, h, w) if keep_base else None
         if layer == "full" and header.residual_backend:
             backend = backend_by_code(header.residual_backend)
             with pil_pixel_limit(self.limits):
-                res = backend.decode(layers[LayerKind.RESIDUAL], h, w)
-            res += out
-            out = np.clip(res, 0, 255).astype(np.uint8)
-            del res
+                out = backend.picture(layers[LayerKind.RESIDUAL], h, w, pred)
             clock("residual")
+        else:
+            out = base if base is not None else _as_picture(pred, h, w)
         ran = False
         if adjust is not None and layer == "full" and self.enhance:
             assert self.enhancer is not None
@@ -294,7 +293,7 @@ class Decoder:
             header=header,
             semantic_map=labels,
             layer_bytes=sizes,
-            base=base if keep_base else None,
+            base=base,
             metadata=meta,
             modes=modes,
             adjust=adjust,
@@ -302,6 +301,13 @@ class Decoder:
             pixels=out,
             times=clock.times,
         )
+
+
+def _as_picture(prediction: np.ndarray | int, h: int, w: int) -> np.ndarray:
+    """uint8 (h, w, 3): a prediction that may be one value everywhere (blend's scalar)."""
+    if np.isscalar(prediction):
+        return np.full((h, w, 3), prediction, np.uint8)
+    return prediction
 
 
 def decoder_for(header: Header, limits: Limits | None = None) -> Decoder | None:

@@ -91,8 +91,10 @@ def blend(
     crop: tuple[int, int],
     tile_blocks: int,
     radius: int,
-) -> np.ndarray:
-    """The prediction the residual is coded against, uint8 (h, w, 3).
+    scalar: bool = False,
+) -> np.ndarray | int:
+    """The prediction the residual is coded against, uint8 (h, w, 3) (``scalar``: the value
+    itself where one mode's one value covers the picture, so no picture of it is made).
 
     Per pixel, each mode's weight is the number of pixels of its tiles in the (2r+1)² window
     around it; the prediction is the weighted mean rounded half to even, in integers. Inside a
@@ -104,7 +106,9 @@ def blend(
     present = [int(m) for m in np.unique(modes)]
     if len(present) == 1:
         p = predictions[present[0]]
-        return np.full((h, w, 3), p, np.uint8) if np.isscalar(p) else p
+        if np.isscalar(p):
+            return int(p) if scalar else np.full((h, w, 3), p, np.uint8)
+        return p
     total = (2 * radius + 1) ** 2
     acc = np.zeros((h, w, 3), np.int64)
     for m in present:

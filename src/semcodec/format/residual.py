@@ -68,6 +68,15 @@ class ResidualBackend(ABC):
     def decode(self, data: bytes, height: int, width: int) -> np.ndarray:
         """Decode to int16 (H, W, 3) in [-255, 255]; CorruptData on a malformed payload."""
 
+    def picture(
+        self, data: bytes, height: int, width: int, prediction: np.ndarray | int
+    ) -> np.ndarray:
+        """uint8 (H, W, 3): the prediction (an array, or one value everywhere) plus the decoded
+        residual, clipped to 8 bits: what the decoder shows before the enhancement."""
+        res = self.decode(data, height, width)
+        res += prediction
+        return np.clip(res, 0, 255).astype(np.uint8)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name!r} code={self.code}>"
 

@@ -246,7 +246,7 @@ class IntEnhancer:
             def hidden(v: np.ndarray, y0: int, y1: int, first: bool = i == 0) -> None:
                 if first:
                     v[:, :w] += rows[idx[y0:y1]]
-                np.round(v, out=v)
+                np.rint(v, out=v)  # half to even, as np.round; the ufunc without its wrapper
                 np.clip(v, 0, amax, out=v)
                 v[:, w:] = 0  # the next layer's pads
 
@@ -256,7 +256,7 @@ class IntEnhancer:
         out = np.empty((h * src.wp, last.out_channels), np.float32)
 
         def final(v: np.ndarray, y0: int, y1: int) -> None:
-            np.round(v, out=v)
+            np.rint(v, out=v)
 
         last.into(src, out, final, pool, self.threads)
         return out.reshape(h, src.wp, -1)[:, :w]
