@@ -66,13 +66,36 @@ def test_integer_form_follows_float() -> None:
     assert np.abs(corr - f).mean() < 0.05 * np.abs(f).mean() + 0.05
 
 
-def test_bands_do_not_change_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bands_do_not_change_the_result() -> None:
     _, table = random_enhancer("small", seed=4)
-    enh = IntEnhancer(table)
     img, labels = _picture(80, 64), np.random.default_rng(2).integers(0, 11, (10, 8))
-    whole = enh.correction(img, labels, 70)
-    monkeypatch.setattr(intenhance, "BAND", 3)
-    assert np.array_equal(enh.correction(img, labels, 70), whole)
+    whole = IntEnhancer(table).correction(img, labels, 70)
+    assert np.array_equal(IntEnhancer(table, band=3).correction(img, labels, 70), whole)
+
+
+def test_scratch_buffers_are_reused_and_change_nothing() -> None:
+    """One enhancer's bands reuse its thread's buffers, across pictures of other sizes and
+    side by side on two threads, and give what a fresh enhancer gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, table = random_enhancer("small", seed=4)
+    rng = np.random.default_rng(2)
+    jobs = [
+        (_picture(80, 64, seed=1), rng.integers(0, 11, (10, 8)), 70),
+        (_picture(40, 120, seed=2), rng.integers(0, 11, (5, 15)), 30),
+        (_picture(96, 48, seed=3), rng.integers(0, 11, (12, 6)), 90),
+    ]
+    want = [IntEnhancer(table).correction(*job) for job in jobs]
+    enh = IntEnhancer(table, threads=1, band=4)
+    for job, w in zip(jobs + jobs, want + want, strict=True):
+        assert np.array_equal(enh.correction(*job), w)
+    kept = {k: v.ctypes.data for k, v in enh.scratch.buffers.items()}
+    assert set(kept) == {"even", "odd", "out"}
+    enh.correction(*jobs[1])  # no band larger than before: the same buffers
+    assert kept == {k: v.ctypes.data for k, v in enh.scratch.buffers.items()}
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda job: enh.correction(*job), jobs * 4))
+    assert all(np.array_equal(g, w) for g, w in zip(got, want * 4, strict=True))
 
 
 def test_quality_and_map_reach_the_network() -> None:

@@ -16,6 +16,7 @@ result does not depend on the band size (or the image's size beyond its own pixe
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
@@ -97,6 +98,23 @@ def class_rows(labels: np.ndarray, classes: int, repeat: int) -> np.ndarray:
     return np.repeat(np.repeat(idx, repeat, 0), repeat, 1)
 
 
+class Scratch(threading.local):
+    """float32 buffers that one thread's bands reuse from call to call: fresh ones, a few MB
+    each, were page-faulted in on every band wherever large blocks are mmapped (the
+    encoder's 4 MB threshold, runtime.return_large_frees): 6,200 faults of a Kodak decode
+    instead of 2,000. Kept while the network is, as large as the largest band."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, size: int) -> np.ndarray:
+        """A buffer of ``size`` floats (what it held before is undefined)."""
+        buf = self.buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self.buffers[name] = np.empty(size, np.float32)
+        return buf[:size]
+
+
 class IntEnhancer:
     """The integer enhancement network of a release, from its stored table."""
 
@@ -119,6 +137,7 @@ class IntEnhancer:
         self.threads = max(1, threads or available_cpus())
         self.band = max(1, band)
         self.kernel: BandKernel = self.run_numpy
+        self.scratch = Scratch()
 
     @property
     def classes(self) -> int:
@@ -230,14 +249,15 @@ class IntEnhancer:
     def _run(
         self, band: np.ndarray, idx: np.ndarray, rows: np.ndarray, pool: Executor | None
     ) -> np.ndarray:
-        """fp32 (h, w, 3 s s). The input is written straight into the first layer's padded
-        buffer and each layer's output into the next one's, two stores taking turns."""
+        """fp32 (h, w, 3 s s), a view of this thread's scratch buffer that its next band
+        overwrites. The input is written straight into the first layer's padded buffer and
+        each layer's output into the next one's, two stores taking turns."""
         s, p = self.meta["s2d"], self.convs[0].pad
         h, w = band.shape[0] // s, band.shape[1] // s
         amax = np.float32(self.meta["act_max"])
         widths = [3 * s * s] + [c.out_channels for c in self.convs[:-1]]
         most = max(Padded.size(h, w, c, p) for c in widths)
-        stores = [np.empty(most, np.float32), np.empty(most, np.float32)]
+        stores = [self.scratch.get("even", most), self.scratch.get("odd", most)]
         src = Padded.over(stores[0], h, w, widths[0], p)
         unshuffled_into(src.interior(), band, s)
         for i, conv in enumerate(self.convs[:-1]):
@@ -253,7 +273,7 @@ class IntEnhancer:
             conv.into(src, dst.rows().reshape(h * dst.wp, -1), hidden, pool, self.threads)
             src = dst
         last = self.convs[-1]
-        out = np.empty((h * src.wp, last.out_channels), np.float32)
+        out = self.scratch.get("out", h * src.wp * last.out_channels).reshape(h * src.wp, -1)
 
         def final(v: np.ndarray, y0: int, y1: int) -> None:
             np.rint(v, out=v)
