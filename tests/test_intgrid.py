@@ -262,3 +262,29 @@ def test_one_pass_space_to_depth_matches_the_two_step_one() -> None:
         px = to_pixels(e, s, 5 * s - 1)
         assert px.dtype == np.int32
         assert np.array_equal(px, ops.shuffle(e, s)[:, : 5 * s - 1].astype(np.int32))
+
+
+@pytest.mark.parametrize("s", [1, 2, 4, 8])
+def test_grid_rows_apply_like_the_int32_picture(s: int) -> None:
+    """apply reading a band's network output on its grid (GridRows: clipped, depth-to-space
+    and cast per chunk) gives the pixels it gives from the band's int32 picture, for bands
+    whose rows are not a multiple of s or of apply's chunk, at an offset, with gains, offsets
+    and tiles, and corrections beyond the clip."""
+    from semcodec.format.enhance import Adjust
+    from semcodec.intgrid.enhancer import APPLY_ROWS, GridRows, apply, to_pixels
+
+    rng = np.random.default_rng(s)
+    gh, gw = 11, 7  # the map: 88 x 56 pixels
+    labels = rng.integers(0, 12, (gh, gw))
+    rows, w, y0 = APPLY_ROWS + 13, 53, 24  # picture rows y0 .. y0 + rows of an 88 x 53 picture
+    e = rng.integers(-3000, 3000, (-(-rows // s), -(-w // s), 3 * s * s)).astype(np.float32)
+    e.flat[::97] = 1 << 22  # beyond CORR_LIMIT
+    e.flat[1::89] = -(1 << 22)
+    rgb = rng.integers(0, 256, (rows, w, 3)).astype(np.uint8)
+    adjust = Adjust(
+        rng.integers(0, 16, 12), rng.integers(-128, 128, (12, 3)), rng.random((6, 4)) < 0.7, 16
+    )
+    want = apply(rgb, to_pixels(e, s, w)[:rows], labels, adjust, 11, y0)
+    got = apply(rgb, GridRows(e, s, w, rows), labels, adjust, 11, y0)
+    assert np.array_equal(got, want)
+    assert np.array_equal(GridRows(e, s, w, rows).pixels(), to_pixels(e, s, w)[:rows])
