@@ -22,7 +22,7 @@ def _image() -> np.ndarray:
 
 
 def test_effort_maps_to_libaom_speed():
-    assert [speed_for(e) for e in range(1, 10)] == [8, 7, 6, 6, 6, 5, 4, 3, 2]
+    assert [speed_for(e) for e in range(1, 10)] == [8, 7, 6, 6, 6, 5, 3, 3, 2]
     for bad in (0, 10):
         with pytest.raises(ValueError, match="effort must be 1..9"):
             speed_for(bad)

@@ -251,11 +251,16 @@ def uint8_table(num: int, den: int, offset: int) -> np.ndarray:
     return table
 
 
-#: libaom speed of each effort (1..9). The map and the enhancement cost about 0.5 CPU-s of
+#: libaom speed of each effort (1..9). The map and the enhancement cost about 0.25 CPU-s of
 #: a Kodak image at every effort, so a speed above 6 saves little of an effort's CPU for many
 #: bytes (speed 8 against 6: +18 % at equal PSNR for 0.2 s): efforts 3-5 share speed 6 and
-#: differ in the enhancement's fit (encoder/enhance.FIT_STRIDES), 6-9 spend more on AV1.
-SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 4, 8: 3, 9: 2}
+#: the enhancement's fit (encoder/enhance.FIT_STRIDES; from 4 the real coder checks the tile
+#: choice where there is one), 6-9 spend more on AV1. Efforts 7 and 8 share speed 3 (8 adds
+#: the adaptation): on 4 BSDS500 val photos and 4 CamVid val frames, AVIF's speed 4 lay off
+#: its speed-size front and speed 3 on it, and effort 7 at speed 3 lay 2.4 / 2.5 / 1.4 points
+#: beyond that front (PSNR / MS-SSIM dB / SSIMULACRA 2 BD-rate, the map's CPU left out), at
+#: speed 4 1.7 / 2.1 / -0.4 (docs/benchmarks.md, effort table).
+SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 3, 8: 3, 9: 2}
 
 
 def speed_for(effort: int) -> int:
