@@ -260,3 +260,30 @@ def test_fit_is_the_same_with_any_number_of_torch_threads() -> None:
         fits.append((fitted.adjust.update.rows, fitted.adjust.gains, fitted.adjust.offsets))
     for a, b in zip(*fits, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_step_bands_cover_every_row_once_with_the_networks_reach() -> None:
+    """Each cycle of banded steps sees every network row once, and a band run with its halo
+    gives the whole picture's correction on its rows (so a step's loss is the picture's on
+    those rows)."""
+    assert adapt.step_bands(10, 4, 2) == [(0, 4, 0, 2), (0, 7, 2, 5), (3, 9, 5, 7), (5, 10, 7, 10)]
+    assert adapt.step_bands(10, 1, 2) == [(0, 10, 0, 10)]
+    assert adapt.step_bands(3, 8, 1) == [(0, 2, 0, 1), (0, 3, 1, 2), (1, 3, 2, 3)]
+    enh = Codec("tiny-enh").decoder.enhancer
+    table = adapt.FloatTable.of(enh, 50)
+    s = table.s2d
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy(rng.integers(-128, 128, (1, 3 * s * s, 20, 12)).astype(np.float32))
+    idx = torch.from_numpy(rng.integers(0, enh.classes + 1, (1, 20, 12)))
+    delta = torch.zeros_like(table.rows)
+    with torch.no_grad():
+        whole = table.correction(x, idx, delta)
+        seen = 0
+        for a, b, r0, r1 in adapt.step_bands(20, 3, enh.reach):
+            band = table.correction(x[:, :, a:b], idx[:, a:b], delta)
+            top = (r0 - a) * s
+            part = band[..., top : top + (r1 - r0) * s, :]
+            assert torch.equal(part, whole[..., r0 * s : r1 * s, :])
+            seen += r1 - r0
+    assert seen == 20
+    assert adapt.ADAPT_CONFIGS[9].bands > 1 and adapt.ADAPT_CONFIGS[8].bands == 1

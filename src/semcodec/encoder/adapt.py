@@ -49,11 +49,14 @@ class AdaptConfig:
     lr: float = 2.0  # Adam's step on the rows, in activation units
     lr_gain: float = 0.01  # on the gains (1.0 = the network as trained)
     lr_offset: float = 0.05  # on the offsets (levels)
+    bands: int = 1  # each step sees one of this many bands of rows in turn (1: the picture)
 
+
+BANDS_9 = 4  # effort 9's steps each see a quarter of the picture's rows, in turn
 
 ADAPT_CONFIGS: dict[int, AdaptConfig] = {
     8: AdaptConfig(steps=30, exponent=4),  # chosen on held-out BSDS500 training photos
-    9: AdaptConfig(steps=80, exponent=3),  # about 20 s of one AVX2 thread at 768x512
+    9: AdaptConfig(steps=80, exponent=3, bands=BANDS_9),
 }
 
 
@@ -157,11 +160,17 @@ def fit_update(
         ]
     )
     lo, hi = (torch.from_numpy(v.astype(np.float32)) for v in enh.update_range())
-    for _ in range(cfg.steps):
+    bands = step_bands(x.shape[2], cfg.bands, enh.reach)
+    for i in range(cfg.steps):
         opt.zero_grad()
-        corr = table.correction(x, idx, delta * active[:, None])[..., :h, :w]
-        out = dec + gains[pix][:, None] * corr + offs[pix].permute(0, 3, 1, 2)
-        loss = ((out - orig) ** 2).mean()
+        a, b, r0, r1 = bands[i % len(bands)]
+        y0, y1 = r0 * s, min(h, r1 * s)
+        top = (r0 - a) * s
+        corr = table.correction(x[:, :, a:b], idx[:, a:b], delta * active[:, None])
+        corr = corr[..., top : top + y1 - y0, :w]
+        cls = pix[:, y0:y1]
+        out = dec[..., y0:y1, :] + gains[cls][:, None] * corr + offs[cls].permute(0, 3, 1, 2)
+        loss = ((out - orig[..., y0:y1, :]) ** 2).mean()
         loss.backward()
         opt.step()
         with torch.no_grad():  # the integer network's range: a projected gradient step
@@ -177,6 +186,17 @@ def fit_update(
     except ValueError:
         return None
     return update
+
+
+def step_bands(rows: int, parts: int, halo: int) -> list[tuple[int, int, int, int]]:
+    """(first, last) network rows each step runs, halo included, and the (first, last) rows
+    of its band: ``parts`` bands of about equal height (the picture when 1 or too short)."""
+    parts = max(1, min(parts, rows))
+    cuts = [rows * k // parts for k in range(parts + 1)]
+    return [
+        (max(0, r0 - halo), min(rows, r1 + halo), r0, r1)
+        for r0, r1 in zip(cuts, cuts[1:], strict=False)
+    ]
 
 
 @dataclass
