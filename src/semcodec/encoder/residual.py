@@ -75,8 +75,8 @@ def code_residual(
         if len(cands) == 1:
             return layers, gate
         h, w = rgb.shape[:2]
-        dec = backend.decode(payload, h, w) + pred
-        mse = float(np.mean((np.clip(dec, 0, 255) - rgb.astype(np.int16)) ** 2.0))
+        dec = backend.picture(payload, h, w, pred).astype(np.int16)
+        mse = float(np.mean((dec - rgb.astype(np.int16)) ** 2.0))
         bits = 8.0 * file_size(analysis, layers)
         cost = rd_cost(bits, mse, quality)
         if best is None or cost < best[0]:

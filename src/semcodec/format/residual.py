@@ -28,6 +28,7 @@ __all__ = [
     "check_residual",
     "check_size",
     "get_backend",
+    "plus_prediction",
 ]
 
 MAX_PIXELS = 1 << 28
@@ -73,12 +74,17 @@ class ResidualBackend(ABC):
     ) -> np.ndarray:
         """uint8 (H, W, 3): the prediction (an array, or one value everywhere) plus the decoded
         residual, clipped to 8 bits: what the decoder shows before the enhancement."""
-        res = self.decode(data, height, width)
-        res += prediction
-        return np.clip(res, 0, 255).astype(np.uint8)
+        return plus_prediction(self.decode(data, height, width), prediction)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name!r} code={self.code}>"
+
+
+def plus_prediction(residual: np.ndarray, prediction: np.ndarray | int) -> np.ndarray:
+    """uint8 (H, W, 3): a decoded int16 residual (added to in place) plus its prediction,
+    clipped to 8 bits."""
+    residual += prediction
+    return np.clip(residual, 0, 255).astype(np.uint8)
 
 
 # name -> (file code, module, class); the codes are container.ResidualKind's.

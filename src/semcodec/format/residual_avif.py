@@ -48,6 +48,7 @@ from semcodec.format.residual import (
     check_quality,
     check_residual,
     check_size,
+    plus_prediction,
 )
 
 __all__ = ["AvifBackend"]
@@ -375,9 +376,7 @@ class AvifBackend(ResidualBackend):
         r8, (num, den, offset) = self._decode_bytes(data, height, width)
         if np.isscalar(prediction) and int(prediction) == offset and num == den:
             return r8 if r8.flags.writeable else r8.copy()
-        res = from_uint8(r8, num, den, offset)
-        res += prediction
-        return np.clip(res, 0, 255).astype(np.uint8)
+        return plus_prediction(from_uint8(r8, num, den, offset), prediction)
 
     def _decode_bytes(
         self, data: bytes, height: int, width: int
