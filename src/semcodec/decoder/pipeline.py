@@ -270,14 +270,14 @@ class Decoder:
                 preds[prediction.NONE] = prediction.FLAT
             pred = prediction.blend(preds, modes, (h, w), gate.tile_blocks, gate.radius, True)
             clock("gating")
-        base = _as_picture(pred, h, w) if keep_base else None
+        base = prediction.as_picture(pred, (h, w)) if keep_base else None
         if layer == "full" and header.residual_backend:
             backend = backend_by_code(header.residual_backend)
             with pil_pixel_limit(self.limits):
                 out = backend.picture(layers[LayerKind.RESIDUAL], h, w, pred)
             clock("residual")
         else:
-            out = base if base is not None else _as_picture(pred, h, w)
+            out = base if base is not None else prediction.as_picture(pred, (h, w))
         ran = False
         if adjust is not None and layer == "full" and self.enhance:
             assert self.enhancer is not None
@@ -301,13 +301,6 @@ class Decoder:
             pixels=out,
             times=clock.times,
         )
-
-
-def _as_picture(prediction: np.ndarray | int, h: int, w: int) -> np.ndarray:
-    """uint8 (h, w, 3): a prediction that may be one value everywhere (blend's scalar)."""
-    if np.isscalar(prediction):
-        return np.full((h, w, 3), prediction, np.uint8)
-    return prediction
 
 
 def decoder_for(header: Header, limits: Limits | None = None) -> Decoder | None:

@@ -24,6 +24,7 @@ __all__ = [
     "FLAT",
     "GEN",
     "NONE",
+    "as_picture",
     "base_pixels",
     "blend",
     "block_modes",
@@ -85,6 +86,13 @@ def _box(a: np.ndarray, r: int) -> np.ndarray:
     return c[:, 2 * r + 1 :] - c[:, : -2 * r - 1]
 
 
+def as_picture(prediction: np.ndarray | int, crop: tuple[int, int]) -> np.ndarray:
+    """uint8 (h, w, 3): a prediction that may be one value everywhere (``blend``'s scalar)."""
+    if np.isscalar(prediction):
+        return np.full((*crop, 3), prediction, np.uint8)
+    return prediction
+
+
 def blend(
     predictions: dict[int, np.ndarray | int],
     modes: np.ndarray,
@@ -106,9 +114,7 @@ def blend(
     present = [int(m) for m in np.unique(modes)]
     if len(present) == 1:
         p = predictions[present[0]]
-        if np.isscalar(p):
-            return int(p) if scalar else np.full((h, w, 3), p, np.uint8)
-        return p
+        return int(p) if scalar and np.isscalar(p) else as_picture(p, crop)
     total = (2 * radius + 1) ** 2
     acc = np.zeros((h, w, 3), np.int64)
     for m in present:

@@ -52,11 +52,9 @@ class AdaptConfig:
     bands: int = 1  # each step sees one of this many bands of rows in turn (1: the picture)
 
 
-BANDS_9 = 4  # effort 9's steps each see a quarter of the picture's rows, in turn
-
 ADAPT_CONFIGS: dict[int, AdaptConfig] = {
     8: AdaptConfig(steps=30, exponent=4),  # chosen on held-out BSDS500 training photos
-    9: AdaptConfig(steps=80, exponent=3, bands=BANDS_9),
+    9: AdaptConfig(steps=80, exponent=3, bands=4),  # each step a quarter of the rows
 }
 
 
