@@ -73,6 +73,18 @@ def test_bands_do_not_change_the_result() -> None:
     assert np.array_equal(IntEnhancer(table, band=3).correction(img, labels, 70), whole)
 
 
+def test_default_bands_take_a_narrow_picture_whole() -> None:
+    """Bands of at least BAND rows, more for a narrow picture within BAND_POSITIONS: a
+    portrait Kodak picture (128 + 2 positions wide, 192 rows) is one band, a landscape one
+    takes BAND rows, a wide one never fewer."""
+    from semcodec.intgrid.enhancer import BAND, BAND_POSITIONS, band_rows
+
+    assert band_rows(128 + 2) == 192
+    assert band_rows(192 + 2) == BAND
+    assert band_rows(480 + 2) == BAND
+    assert all(w * band_rows(w) <= BAND_POSITIONS for w in (130, 150, 194))
+
+
 def test_scratch_buffers_are_reused_and_change_nothing() -> None:
     """One enhancer's bands reuse its thread's buffers, across pictures of other sizes and
     side by side on two threads, and give what a fresh enhancer gives."""
