@@ -35,6 +35,7 @@ from semcodec.intgrid.enhancer import (
     IntEnhancer,
     Update,
     class_rows,
+    halo_bands,
 )
 
 MIN_PIXELS = 256  # a class with fewer pixels keeps its trained row
@@ -92,6 +93,20 @@ class FloatTable:
             v = v.clamp(0, self.act_max)
         w, b, pad = self.layers[-1]
         return F.pixel_shuffle(F.conv2d(v, w, b, padding=pad), self.s2d) / (1 << CORR_SHIFT)
+
+    def band_correction(
+        self,
+        x: torch.Tensor,
+        idx: torch.Tensor,
+        delta: torch.Tensor,
+        band: tuple[int, int, int, int],
+    ) -> torch.Tensor:
+        """The correction of a band's own network rows r0..r1 (``step_bands``), run with its
+        halo a..b: the whole picture's correction on those rows."""
+        a, b, r0, r1 = band
+        top = (r0 - a) * self.s2d
+        corr = self.correction(x[:, :, a:b], idx[:, a:b], delta)
+        return corr[..., top : top + (r1 - r0) * self.s2d, :]
 
 
 def pixel_classes(labels: np.ndarray, classes: int, scale: int) -> torch.Tensor:
@@ -161,11 +176,9 @@ def fit_update(
     bands = step_bands(x.shape[2], cfg.bands, enh.reach)
     for i in range(cfg.steps):
         opt.zero_grad()
-        a, b, r0, r1 = bands[i % len(bands)]
-        y0, y1 = r0 * s, min(h, r1 * s)
-        top = (r0 - a) * s
-        corr = table.correction(x[:, :, a:b], idx[:, a:b], delta * active[:, None])
-        corr = corr[..., top : top + y1 - y0, :w]
+        band = bands[i % len(bands)]
+        y0, y1 = band[2] * s, min(h, band[3] * s)
+        corr = table.band_correction(x, idx, delta * active[:, None], band)[..., : y1 - y0, :w]
         cls = pix[:, y0:y1]
         out = dec[..., y0:y1, :] + gains[cls][:, None] * corr + offs[cls].permute(0, 3, 1, 2)
         loss = ((out - orig[..., y0:y1, :]) ** 2).mean()
@@ -190,11 +203,7 @@ def step_bands(rows: int, parts: int, halo: int) -> list[tuple[int, int, int, in
     """(first, last) network rows each step runs, halo included, and the (first, last) rows
     of its band: ``parts`` bands of about equal height (the picture when 1 or too short)."""
     parts = max(1, min(parts, rows))
-    cuts = [rows * k // parts for k in range(parts + 1)]
-    return [
-        (max(0, r0 - halo), min(rows, r1 + halo), r0, r1)
-        for r0, r1 in zip(cuts, cuts[1:], strict=False)
-    ]
+    return halo_bands([rows * k // parts for k in range(parts + 1)], halo)
 
 
 @dataclass

@@ -17,7 +17,7 @@ result does not depend on the band size (or the image's size beyond its own pixe
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 
 import numpy as np
@@ -131,6 +131,16 @@ def class_rows(labels: np.ndarray, classes: int, repeat: int) -> np.ndarray:
     class, or the last row for unknown and void positions."""
     idx = np.minimum(labels.astype(np.int64), classes)
     return np.repeat(np.repeat(idx, repeat, 0), repeat, 1)
+
+
+def halo_bands(cuts: Sequence[int], halo: int) -> list[tuple[int, int, int, int]]:
+    """(first, last) rows each band runs, ``halo`` rows either side within cuts[0]..cuts[-1],
+    and the (first, last) rows of the band itself, for bands between successive ``cuts``."""
+    lo, hi = cuts[0], cuts[-1]
+    return [
+        (max(lo, r0 - halo), min(hi, r1 + halo), r0, r1)
+        for r0, r1 in zip(cuts, cuts[1:], strict=False)
+    ]
 
 
 def band_rows(width: int) -> int:
@@ -268,9 +278,7 @@ class IntEnhancer:
         cols = np.minimum(np.arange(gw * 8), w - 1)
         halo = self.reach
         step = self.band or band_rows(gw * 8 // s + 2 * self.convs[0].pad)
-        for y0 in range(0, nh, step):
-            y1 = min(nh, y0 + step)
-            a, b = max(0, y0 - halo), min(nh, y1 + halo)
+        for a, b, y0, y1 in halo_bands([*range(0, nh, step), nh], halo):
             e = self.kernel(grid_rows(rgb, a * s, b * s, cols), idx[a:b], rows)
             yield y0 * s, GridRows(e[y0 - a : y1 - a], s, w, max(0, min(h - y0 * s, (y1 - y0) * s)))
 

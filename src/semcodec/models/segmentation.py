@@ -276,13 +276,18 @@ class AtrousPyramid(nn.Module):
             r = conv.dilation[0]
             for dy in (-r, 0, r):
                 for dx in (-r, 0, r):
-                    ys, xs = slice(max(0, -dy), min(h, h - dy)), slice(max(0, -dx), min(w, w - dx))
-                    ys2 = slice(ys.start + dy, ys.stop + dy)
-                    xs2 = slice(xs.start + dx, xs.stop + dx)
+                    (ys, ys2), (xs, xs2) = _overlap(h, dy), _overlap(w, dx)
                     if ys.stop > ys.start and xs.stop > xs.start:
                         out[:, ys, xs] += taps[:, ys2, xs2, col : col + k]
                     col += k
         return out.permute(0, 3, 1, 2)
+
+
+def _overlap(n: int, shift: int) -> tuple[slice, slice]:
+    """Output positions i of an axis of n whose tap i + shift lies inside it, and those taps
+    (the zero padding contributes nothing)."""
+    out = slice(max(0, -shift), min(n, n - shift))
+    return out, slice(out.start + shift, out.stop + shift)
 
 
 class Branch(nn.Module):
