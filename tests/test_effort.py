@@ -22,12 +22,39 @@ def _image() -> np.ndarray:
 
 
 def test_effort_maps_to_libaom_speed():
-    assert [speed_for(e) for e in range(1, 10)] == [8, 7, 6, 6, 6, 5, 3, 3, 2]
+    assert [speed_for(e) for e in range(1, 10)] == [8, 7, 6, 6, 6, 5, 3, 1, 0]
     for bad in (0, 10):
         with pytest.raises(ValueError, match="effort must be 1..9"):
             speed_for(bad)
     with pytest.raises(ValueError, match="effort must be 1..9"):
         EncodeOptions(effort=0)
+
+
+@pytest.mark.slow
+def test_every_effort_is_one_av1_encode_and_the_closed_form_fit(monkeypatch):
+    """From quality 10 no effort runs CompNet, a second AV1 encode or the adaptation: each is
+    the AV1 encode at its speed, the map and the enhancement's least-squares fit."""
+    from semcodec.encoder import adapt
+    from semcodec.format import residual_avif
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("adapted")
+
+    monkeypatch.setattr(adapt, "fit_update", refuse)
+    codec = Codec("tiny-enh")
+    monkeypatch.setattr(codec, "reconstruct", lambda *a: pytest.fail("generator ran"))
+    encodes = []
+    real = residual_avif.AvifBackend.encode
+
+    def counted(self, *args, **kwargs):
+        encodes.append(args[2] if len(args) > 2 else kwargs.get("effort"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(residual_avif.AvifBackend, "encode", counted)
+    for effort in range(1, 10):
+        encodes.clear()
+        _, stats = codec.encode_with_stats(_image(), EncodeOptions(quality=40, effort=effort))
+        assert encodes == [effort] and "compnet" not in stats.times.cpu, effort
 
 
 @pytest.mark.slow

@@ -107,7 +107,7 @@ def test_enhance_adapt_measure() -> None:
     module = load(TOOLS / "enhance_adapt.py")
     shipped = adapt.ADAPT_CONFIGS
     row = {"image": "p"} | module.measure(Codec("tiny-enh", bf16=False), picture(), 0, 9)
-    assert adapt.ADAPT_CONFIGS is shipped  # switched back after the closed-form file
+    assert adapt.ADAPT_CONFIGS is shipped  # switched back after the adapted file
     for kind in module.KINDS:
         assert row[kind]["bytes"] > 0 and np.isfinite(row[kind]["psnr"])
     assert "| 9 | 0 |" in module.table([row])

@@ -1,9 +1,10 @@
 """Enhancement adaptation: -e 8 / -e 9 files with the gradient update against the closed form.
 
+No effort adapts since 2026-12-07 (encoder/adapt.ADAPT_CONFIGS); this measures what it would buy.
 For each photo, quality and effort, the file without its ENHANCE layer is made once; then the
 encoder's ENHANCE step (encoder/enhance.enhanced_file) runs twice: with the per-class gains and
-offsets alone (the closed form, adaptation switched off) and as shipped (with the network's
-update where it pays). Both files are decoded by the real decoder and scored (PSNR, MS-SSIM,
+offsets alone (the closed form) and with an adaptation (``ADAPTATIONS``: the network's update
+where it pays). Both files are decoded by the real decoder and scored (PSNR, MS-SSIM,
 SSIMULACRA 2); the ENHANCE step's CPU seconds (one torch thread) are recorded. One JSON line
 per photo, quality and effort, then a table: per quality and effort the means of the
 differences, and per effort the BD-rate of the adapted files against the closed form (PCHIP on
@@ -34,6 +35,8 @@ from semcodec.format.container import LayerKind
 
 EFFORTS = (8, 9)
 KINDS = ("closed", "adapt")
+#: effort → the adaptation measured: as efforts 8 and 9 ran it until 2026-12-07
+ADAPTATIONS = {8: adapt.WHOLE, 9: adapt.BANDED}
 
 
 def scores(codec: Codec, rgb: np.ndarray, data: bytes) -> dict:
@@ -56,7 +59,7 @@ def measure(codec: Codec, rgb: np.ndarray, quality: int, effort: int) -> dict:
     row: dict = {"quality": quality, "effort": effort}
     try:
         for kind in KINDS:
-            adapt.ADAPT_CONFIGS = shipped if kind == "adapt" else {}
+            adapt.ADAPT_CONFIGS = ADAPTATIONS if kind == "adapt" else {}
             start = time.process_time()
             data, kept = enhance.enhanced_file(codec.decoder, plain, header, layers, rgb, opts)
             seconds = time.process_time() - start

@@ -1,4 +1,4 @@
-"""Per-picture adaptation of the enhancement network: the encoder's gradient fit (effort 8, 9).
+"""Per-picture adaptation of the enhancement network: the encoder's gradient fit (ADAPT_CONFIGS).
 
 The release's enhancement network (intgrid/enhancer.py) is trained on many pictures; for the one
 being encoded, a few of its parameters can do better. The encoder fine-tunes the first layer's
@@ -53,14 +53,21 @@ class AdaptConfig:
     bands: int = 1  # each step sees one of this many bands of rows in turn (1: the picture)
 
 
-ADAPT_CONFIGS: dict[int, AdaptConfig] = {
-    8: AdaptConfig(steps=30, exponent=4),  # chosen on held-out BSDS500 training photos
-    9: AdaptConfig(steps=80, exponent=3, bands=4),  # each step a quarter of the rows
-}
+#: The adaptations measured (tools/enhance_adapt.py): every step on the whole picture (effort 8
+#: until 2026-12-07, chosen on held-out BSDS500 training photos) and each step on a quarter of
+#: its rows (effort 9 until then).
+WHOLE = AdaptConfig(steps=30, exponent=4)
+BANDED = AdaptConfig(steps=80, exponent=3, bands=4)
+#: effort → the adaptation it runs: none since 2026-12-07. On 4 BSDS500 val photos and 4 CamVid
+#: val frames BANDED after an AV1 speed-0 encode took 3.1 CPU-s of a picture for 0.0 / 0.1 /
+#: 0.0 points of BD-rate (PSNR / MS-SSIM dB / SSIMULACRA 2), and WHOLE after speed 3 took 3.3 s
+#: where speed 1 alone, 1.1 s more than speed 3, bought 1.2 / 0.5 / -0.3 points more
+#: (format/residual_avif.SPEEDS): the efforts spend that CPU on AV1.
+ADAPT_CONFIGS: dict[int, AdaptConfig] = {}
 
 
 def adapt_config(effort: int) -> AdaptConfig | None:
-    """The adaptation an effort asks for (None: below effort 8, none)."""
+    """The adaptation an effort asks for (ADAPT_CONFIGS; None: none)."""
     return ADAPT_CONFIGS.get(int(effort))
 
 

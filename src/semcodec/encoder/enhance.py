@@ -2,11 +2,12 @@
 
 The decoder runs the release's integer enhancement network (intgrid/enhancer.py) on its decoded
 picture; the file says, per class, how much of the network's correction to add (a gain, and
-from ADAPT_EFFORT an RGB offset: parameters fitted to this image by least squares), and per
+from OFFSET_EFFORT an RGB offset: parameters fitted to this image by least squares), and per
 tile whether to add it at all. The encoder has the original, so it fits these to it and keeps
-the layer only where it lowers the file's rate-distortion cost: no file is worse for it. From
-effort 8 it also fits the network's class bias rows to the picture by gradient (encoder/adapt.py)
-and keeps that update only where the file with it costs less than the file without.
+the layer only where it lowers the file's rate-distortion cost: no file is worse for it. An
+effort with an adaptation (adapt.ADAPT_CONFIGS) also fits the network's class bias rows to the
+picture by gradient and keeps that update only where the file with it costs less than the file
+without.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from semcodec.intgrid.enhancer import (
 )
 
 #: The encoder's stage clock names of the enhancement: the decode of the plain file, the fit of
-#: gains (offsets) and tiles with the network's correction, the adaptation (effort 8, 9) and the
+#: gains (offsets) and tiles with the network's correction, the adaptation (adapt.ADAPT_CONFIGS) and the
 #: check of which file costs least, with the packing of the chosen one.
 ENHANCE_STAGES = ("enhance_decode", "enhance_fit", "enhance_adapt", "enhance_check")
 #: effort → the fit sees every n-th strip of 64-pixel tiles only, the network run there alone,
@@ -42,9 +43,11 @@ ENHANCE_STAGES = ("enhance_decode", "enhance_fit", "enhance_adapt", "enhance_che
 #: Every 4th strip against every 2nd at effort 5: +0.01 / +0.06 / +0.07 % BD-rate (PSNR /
 #: MS-SSIM dB / SSIMULACRA 2; 6 BSDS500 val photos and 6 CamVid val frames, 2026-12-07) for
 #: 0.05 CPU-s less of a Kodak picture, which buys more on the speed-size front: efforts up to
-#: 5 fit on every 4th
-FIT_STRIDES: dict[int, int] = {1: 4, 2: 4, 3: 4, 4: 4, 5: 4}
-ADAPT_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
+#: 6 fit on every 4th. At effort 6 (AV1 speed 5) on 4 BSDS500 val photos and 4 CamVid val
+#: frames the whole picture with tile switching gave 0.2 / -0.1 / -0.2 points of BD-rate more
+#: than every 4th strip for 0.05 CPU-s more (0.17 s of a Kodak picture)
+FIT_STRIDES: dict[int, int] = {1: 4, 2: 4, 3: 4, 4: 4, 5: 4, 6: 4}
+OFFSET_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
 MIN_PIXELS = 256  # a class with fewer pixels keeps the trained gain and no offset
 
 
@@ -60,7 +63,7 @@ class EnhanceChoice:
 
 def fit_class(corr: np.ndarray, target: np.ndarray) -> tuple[int, np.ndarray]:
     """Least-squares gain (eighths, 0..15) and RGB offset (quarter levels) for one class
-    (from ADAPT_EFFORT; below it ``fit_gains`` fits gains alone).
+    (from OFFSET_EFFORT; below it ``fit_gains`` fits gains alone).
 
     corr (n, 3) the network's correction, target (n, 3) original − decoded, in levels.
     """
@@ -109,7 +112,7 @@ def choose(
     t = original.astype(np.float32) - decoded
     gains = np.full(classes + 1, GAIN_ONE, np.int64)
     offs = np.zeros((classes + 1, 3), np.int64)
-    if effort >= ADAPT_EFFORT:
+    if effort >= OFFSET_EFFORT:
         for k in np.unique(idx):
             sel = idx == k
             if int(sel.sum()) < MIN_PIXELS:
@@ -217,7 +220,7 @@ def enhanced_file(
     clock: Callable[[str], None] | None = None,
 ) -> tuple[bytes, dict[LayerKind, bytes]]:
     """The file with an ENHANCE layer fitted to the original, where that lowers its cost: of
-    the plain file, the closed-form layer and (from effort 8) the adapted one, the cheapest.
+    the plain file, the closed-form layer and (with an adaptation) the adapted one, the cheapest.
     ``clock`` (the encoder's stage clock) closes ENHANCE_STAGES as they finish."""
     tick = clock or (lambda _stage: None)
     result = dec.decode(data)

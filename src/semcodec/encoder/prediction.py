@@ -38,12 +38,7 @@ def searches(opts: EncodeOptions) -> bool:
     cfg = opts.gating
     if opts.quality == 0 or not cfg.enabled or NONE not in cfg.modes:
         return True
-    return gating.searches(opts.effort, opts.quality)
-
-
-def predicts_nothing(gate: GatingPlan | None) -> bool:
-    """Whether a candidate's residual is the image itself: every tile in mode 'none'."""
-    return gate is not None and bool((gate.modes == NONE).all())
+    return gating.searches(opts.quality)
 
 
 def candidates(analysis: Analysis, parts: PredictionParts, opts: EncodeOptions) -> list[Candidate]:

@@ -11,19 +11,12 @@ import numpy as np
 from semcodec import runtime
 from semcodec.encoder.analysis import Analysis
 from semcodec.encoder.options import EncodeOptions
-from semcodec.encoder.prediction import Candidate, predicts_nothing, side_layers
+from semcodec.encoder.prediction import Candidate, side_layers
 from semcodec.encoder.rdcost import rd_cost
 from semcodec.format import container
 from semcodec.format.container import LayerKind
 
 VERIFY_EFFORT = 4  # from this effort on, the encoder codes two candidates and keeps the cheaper
-# from this effort on, each candidate is also coded in the residual coder's other layouts
-# (AVIF: 4:2:0 where the residual is the image itself). On 12 held-out BSDS500 training photos
-# that moved the BD-rate against AVIF from +0.6 to -0.5 % PSNR and from -1.3 to -1.0 % MS-SSIM
-# dB: the choice is made by PSNR and trades some MS-SSIM for it, so the default leaves it out;
-# and it codes the image twice, so only the top effort spends that CPU (docs/benchmarks.md,
-# the stage ledger)
-LAYOUT_EFFORT = 9
 
 
 def code_residual(
@@ -36,10 +29,8 @@ def code_residual(
     """The residual, gating and compact layers of the chosen plan, and its gate.
 
     With more than one candidate (effort >= VERIFY_EFFORT) each is coded with the real
-    residual coder (from effort LAYOUT_EFFORT in each layout the backend offers for it,
-    AVIF: 4:2:0 as well where the residual is the image itself; every candidate in the one
-    layout ``opts.chroma`` names when it is not the default), and the one of least
-    rate–distortion cost (rdcost.rd_cost) is kept.
+    residual coder (in the layout ``opts.chroma`` names), and the one of least rate–distortion
+    cost (rdcost.rd_cost) is kept.
     """
     quality, effort = opts.quality, opts.effort
     rgb = analysis.img.rgb
@@ -47,18 +38,9 @@ def code_residual(
     target, guide = plan if plan is not None else (rgb, None)
     extra = {} if guide is None else {"guide": guide}
     layout = opts.layout()
-    if effort < VERIFY_EFFORT:
-        cands: list[tuple[np.ndarray, Any, str | None]] = [(*plans[0], layout)]
-    elif effort < LAYOUT_EFFORT or layout is not None:
-        cands = [(pred, gate, layout) for pred, gate in plans]
-    else:  # each candidate in every payload layout the backend offers for it
-        cands = [
-            (pred, gate, layout)
-            for pred, gate in plans
-            for layout in backend.layouts(predicts_nothing(gate))
-        ]
+    cands = plans[:1] if effort < VERIFY_EFFORT else plans
 
-    def code(pred: np.ndarray, layout: str | None) -> Callable[[], bytes]:
+    def code(pred: np.ndarray) -> Callable[[], bytes]:
         def run() -> bytes:
             res = target.astype(np.int16)
             res -= pred
@@ -67,9 +49,9 @@ def code_residual(
         return run
 
     # libaom runs one thread per encode: the candidates side by side give the same bytes
-    payloads = runtime.run_parallel([code(pred, layout) for pred, _, layout in cands])
+    payloads = runtime.run_parallel([code(pred) for pred, _ in cands])
     best: tuple[float, dict[LayerKind, bytes], Any] | None = None
-    for (pred, gate, _), payload in zip(cands, payloads, strict=True):
+    for (pred, gate), payload in zip(cands, payloads, strict=True):
         layers = side_layers(analysis, table, gate)
         layers[LayerKind.RESIDUAL] = payload
         if len(cands) == 1:

@@ -56,14 +56,10 @@ class ResidualBackend(ABC):
     ) -> bytes:
         """Code an int16 (H, W, 3) residual in [-255, 255]; higher quality → more bytes,
         higher effort → more encoder time for fewer bytes (the decoder is the same).
-        ``layout`` is one of ``layouts()`` (None: the first); the payload says which it is.
+        ``layout``: a payload layout the backend offers (None: its default); the payload says
+        which it is.
         ``guide``: relative rates per 16-pixel block (roi.rate_guide) for a backend that can
         steer its quantiser spatially; the others ignore it, and decoding never needs it."""
-
-    def layouts(self, image: bool) -> tuple[str, ...]:
-        """The payload layouts worth trying, best guess first; ``image``: the residual is the
-        image itself (no prediction anywhere), which may suit another layout than a residual."""
-        return ("default",)
 
     @abstractmethod
     def decode(self, data: bytes, height: int, width: int) -> np.ndarray:

@@ -17,10 +17,10 @@ and image minus a Gaussian blur): scale 1 gave the best rate-PSNR trade-off (lar
 move along the same curve and add clipping of |residual| > 127/scale); 4:4:4 beat 4:2:0 by about
 3% BD-rate on average (up to 11% on colourful images) and is needed to approach lossless at
 quality 100. A file with no prediction anywhere codes the image itself, where 4:2:0 may cost
-less: from effort 9 the encoder codes both and keeps the cheaper by PSNR (on 12 held-out
-BSDS500 training photos, 4:4:4 of the image cost 0.9 % more than 4:2:0, BD-rate over RGB
-PSNR; encoder/residual.LAYOUT_EFFORT says why not at lower efforts). ``--chroma 420`` (EncodeOptions
-.chroma) codes every residual 4:2:0; docs/benchmarks.md has its measurement. The thread count is fixed and the speed a function of the effort level (``SPEEDS``, 6 by
+less in PSNR (on 12 held-out BSDS500 training photos 4:4:4 of the image cost 0.9 % more than
+4:2:0, BD-rate over RGB PSNR) and more in MS-SSIM and SSIMULACRA 2, so no effort tries it.
+``--chroma 420`` (EncodeOptions.chroma) codes every residual 4:2:0; docs/benchmarks.md has its
+measurement. The thread count is fixed and the speed a function of the effort level (``SPEEDS``, 6 by
 default), so the payload is deterministic.
 """
 
@@ -256,12 +256,15 @@ def uint8_table(num: int, den: int, offset: int) -> np.ndarray:
 #: a Kodak image at every effort, so a speed above 6 saves little of an effort's CPU for many
 #: bytes (speed 8 against 6: +18 % at equal PSNR for 0.2 s): efforts 3-5 share speed 6 and
 #: the enhancement's fit (encoder/enhance.FIT_STRIDES; from 4 the real coder checks the tile
-#: choice where there is one), 6-9 spend more on AV1. Efforts 7 and 8 share speed 3 (8 adds
-#: the adaptation): on 4 BSDS500 val photos and 4 CamVid val frames, AVIF's speed 4 lay off
-#: its speed-size front and speed 3 on it, and effort 7 at speed 3 lay 2.4 / 2.5 / 1.4 points
-#: beyond that front (PSNR / MS-SSIM dB / SSIMULACRA 2 BD-rate, the map's CPU left out), at
-#: speed 4 1.7 / 2.1 / -0.4 (docs/benchmarks.md, effort table).
-SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 3, 8: 3, 9: 2}
+#: choice where there is one), 6-9 spend more on AV1, each effort one encode at one speed. On
+#: 4 BSDS500 val photos and 4 CamVid val frames (one thread, the map's CPU left out; PSNR /
+#: MS-SSIM dB / SSIMULACRA 2 points beyond AVIF's speed-size front, docs/benchmarks.md):
+#: effort 7 at speed 3 +2.5 / +2.4 / +1.4 (speed 4 lay off that front); effort 8 at speed 1
+#: +2.5 / +2.1 / +0.7 in 2.8 CPU-s, where speed 3 with 30 steps of adaptation gave +1.3 / +1.5 /
+#: +1.0 in 5.0 s and speed 2 +2.3 / +1.8 / +0.3; effort 9 at speed 0 +2.4 / +1.7 / +0.6 in 6.3
+#: s, where speed 2 with the prediction search, the 4:2:0 trial and 80 steps of adaptation
+#: gave +2.6 / +1.1 / +0.1 in 10.5 s (2026-12-07).
+SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 3, 8: 1, 9: 0}
 
 
 def speed_for(effort: int) -> int:
@@ -327,12 +330,6 @@ class AvifBackend(ResidualBackend):
 
     name = "avif"
     code = 2
-
-    def layouts(self, image: bool) -> tuple[str, ...]:
-        """Chroma subsampling: 4:4:4 for residuals; for an image itself 4:2:0 as well, which
-        codes smooth-chroma photographs for fewer bytes at equal RGB PSNR (the anchor's
-        layout; the encoder keeps whichever costs less)."""
-        return (_SUBSAMPLING, "4:2:0") if image else (_SUBSAMPLING,)
 
     def encode(
         self,

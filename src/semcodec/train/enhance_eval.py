@@ -3,7 +3,7 @@
 Three figures on the held-out training pictures (never Kodak): the float network (the training
 ledger's measure, train/enhance.py `evaluate`), its integer form with the trained gains, and
 the integer form with the encoder's per-file fit (encoder/enhance.py `choose`: per-class gains,
-offsets from ADAPT_EFFORT, tile mask). The last is what a file gets before the layer's bytes
+offsets from OFFSET_EFFORT, tile mask). The last is what a file gets before the layer's bytes
 are counted; candidates for a release are chosen on it.
 """
 
