@@ -83,9 +83,8 @@ effort_option = click.option(
     show_default=True,
     help="Encoder effort: higher spends more encoding time for a lower rate-distortion cost "
     "(most often fewer bytes at the same quality, sometimes a larger file of higher PSNR; the "
-    "AVIF residual's speed, 8 at effort 1 to 2 at 9, and how much of the picture the "
-    "enhancement is fitted on; at 9 a prediction is searched for at every quality and 4:2:0 "
-    "tried); files decode the same way, as fast.",
+    "AVIF residual's speed, 8 at effort 1 to 0 at 9, and how much of the picture the "
+    "enhancement is fitted on); files decode the same way, as fast.",
 )
 
 
