@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from semcodec.encoder.codec import Codec
-from semcodec.encoder.enhance import choose, fit_class, pays
+from semcodec.encoder.enhance import choose, pays
 from semcodec.errors import CorruptData
 from semcodec.format import container
 from semcodec.format.container import LayerKind
@@ -226,14 +226,6 @@ def test_apply_matches_the_definition_at_the_extremes(
     assert np.array_equal(band, whole[8:])
 
 
-def test_fit_class_finds_the_gain() -> None:
-    rng = np.random.default_rng(0)
-    corr = rng.normal(0, 2, (500, 3))
-    gain, off = fit_class(corr, 0.5 * corr + np.array([1.0, 0, -1.0]))
-    assert gain == 4
-    assert np.array_equal(off, [4, 0, -4])
-
-
 def test_choice_is_never_worse() -> None:
     _, table = random_enhancer("small", seed=7)
     enh = IntEnhancer(table)
@@ -242,8 +234,8 @@ def test_choice_is_never_worse() -> None:
         original.astype(int) + np.random.default_rng(3).integers(-6, 7, original.shape), 0, 255
     ).astype(np.uint8)
     labels = np.zeros((8, 8), np.int64)
-    for effort in (5, 9):
-        c = choose(enh, original, decoded, labels, 50, effort)
+    for quality in (20, 50, 90):
+        c = choose(enh, original, decoded, labels, quality)
         assert c.mse_after <= c.mse_before
 
 
@@ -405,7 +397,7 @@ def test_choice_picture_is_what_the_decoder_applies() -> None:
     enh, decoded, labels = _strips(128, 128)
     original = _corrected(enh, decoded, labels)
     original[:64] = decoded[:64]  # the top tiles lose by the layer
-    c = choose(enh, original, decoded, labels, 50, 5)
+    c = choose(enh, original, decoded, labels, 50)
     assert c.adjust.tiles is not None and c.adjust.tiles[1].all() and not c.adjust.tiles[0].any()
     corr = enh.correction(decoded, labels, 50)
     assert np.array_equal(c.picture, apply(decoded, corr, labels, c.adjust, enh.classes))
@@ -434,10 +426,10 @@ def test_sampled_fit_sees_only_its_strips() -> None:
     for y in (64, 192):
         original[y : y + 64] = decoded[y : y + 64]
     original[:64, :64] = decoded[:64, :64]  # a tile a per-tile choice would switch off
-    sampled = choose_sampled(enh, original, decoded, labels, 50, 3, stride=2)
-    whole = choose(enh, original, decoded, labels, 50, 3)
+    sampled = choose_sampled(enh, original, decoded, labels, 50, stride=2)
+    whole = choose(enh, original, decoded, labels, 50)
     rows = np.r_[0:64, 128:192]
-    seen = choose(enh, original[rows], decoded[rows], labels[rows[::8] // 8], 50, 3)
+    seen = choose(enh, original[rows], decoded[rows], labels[rows[::8] // 8], 50)
     assert sampled.adjust.gains[0] == seen.adjust.gains[0] >= whole.adjust.gains[0] + 2
     assert sampled.adjust.gains[1] == GAIN_ONE  # class 1 is not in the sample: as trained
     assert seen.adjust.tiles is not None and sampled.adjust.tiles is None
@@ -476,7 +468,7 @@ def test_distilled_loss_adds_the_teachers_term() -> None:
     assert float(distilled_loss(out, original, Teacher(), inputs, 0.5)) == 4.5
 
 
-def test_gains_of_every_class_at_once_are_fit_class_gains() -> None:
+def test_gains_of_every_class_at_once_are_least_squares_gains() -> None:
     """fit_gains (per-class sums in one pass) gives each class its least-squares gain
     (sum c t / sum c c in eighths, rounded, 0..15), and the trained gain to a class under
     MIN_PIXELS pixels."""

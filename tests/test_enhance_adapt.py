@@ -172,7 +172,7 @@ def test_adapted_file_decodes_to_the_encoders_picture() -> None:
     data = codec.encode(original, quality=0, enhance=False)
     res = codec.decode(data)
     args = (codec.decoder.enhancer, original, np.asarray(res.image), res.semantic_map)
-    start = choose(*args, 0, 9)
+    start = choose(*args, 0)
     # as part of a file of 100 kB, where the rows' bits are cheap: every row that helps stays
     fitted = adapted(*args, EncodeOptions(quality=0, effort=9), start, 100_000)
     assert fitted is not None and fitted.adjust.update is not None
@@ -205,7 +205,7 @@ def test_encoder_writes_the_update_where_it_pays() -> None:
         out, kept = enhanced_file(codec.decoder, data, header, layers, original, opts)
         assert kept[LayerKind.ENHANCE][0] == version
     err = np.mean((np.asarray(codec.decode(out).image) - original.astype(float)) ** 2)
-    closed = choose(codec.decoder.enhancer, original, pixels, res.semantic_map, 60, 9)
+    closed = choose(codec.decoder.enhancer, original, pixels, res.semantic_map, 60)
     assert err < closed.mse_after
     assert np.array_equal(np.asarray(semcodec.decode(out)), np.asarray(codec.decode(out).image))
 
@@ -255,7 +255,7 @@ def test_fit_is_the_same_with_any_number_of_torch_threads() -> None:
     data = codec.encode(original, quality=40, enhance=False)
     res = codec.decode(data)
     args = (codec.decoder.enhancer, original, np.asarray(res.image), res.semantic_map)
-    start = choose(*args, 40, 9)
+    start = choose(*args, 40)
     fits = []
     for threads in (1, 2):
         torch.set_num_threads(threads)

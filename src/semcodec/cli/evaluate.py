@@ -180,10 +180,9 @@ def eval_seg(
 )
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model bundle or file.")
 @click.option("--hold-out", default=12, show_default=True, help="as `train enhance --hold-out`")
-@click.option("--effort", type=click.IntRange(1, 9), default=5, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 @debug_option
-def eval_enhance(data: Path, model: str, hold_out: int, effort: int, as_json: bool) -> None:
+def eval_enhance(data: Path, model: str, hold_out: int, as_json: bool) -> None:
     """Held-out gain of the enhancement network: float, integer, and with the per-file fit."""
     from semcodec.train.enhance import load_shards, split_shards
     from semcodec.train.enhance_eval import held_out_gains
@@ -192,11 +191,7 @@ def eval_enhance(data: Path, model: str, hold_out: int, effort: int, as_json: bo
     _, held = split_shards(load_shards(data), hold_out)
     if not held:
         raise click.UsageError(f"no held-out photos in {data}")
-    result = {
-        "model": model,
-        "effort": effort,
-        **held_out_gains(load_bundle(model), held, effort).as_dict(),
-    }
+    result = {"model": model, **held_out_gains(load_bundle(model), held).as_dict()}
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

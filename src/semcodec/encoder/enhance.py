@@ -1,9 +1,10 @@
 """Where and how strongly the enhancement network applies to a picture: the encoder's choice.
 
 The decoder runs the release's integer enhancement network (intgrid/enhancer.py) on its decoded
-picture; the file says, per class, how much of the network's correction to add (a gain, and
-from OFFSET_EFFORT an RGB offset: parameters fitted to this image by least squares), and per
-tile whether to add it at all. The encoder has the original, so it fits these to it and keeps
+picture; the file says, per class, how much of the network's correction to add (a gain fitted
+to this image by least squares; the format's per-class RGB offsets, which earlier versions fitted
+at efforts 8 and 9, cost BD-rate in every metric and stay zero), and per tile whether to add it
+at all. The encoder has the original, so it fits these to it and keeps
 the layer only where it lowers the file's rate-distortion cost: no file is worse for it. An
 effort with an adaptation (adapt.ADAPT_CONFIGS) also fits the network's class bias rows to the
 picture by gradient and keeps that update only where the file with it costs less than the file
@@ -26,7 +27,6 @@ from semcodec.format.enhance import encode_adjust
 from semcodec.intgrid.enhancer import (
     CORR_SHIFT,
     GAIN_ONE,
-    OFFSET_UNIT,
     Adjust,
     IntEnhancer,
     Update,
@@ -35,7 +35,7 @@ from semcodec.intgrid.enhancer import (
 )
 
 #: The encoder's stage clock names of the enhancement: the decode of the plain file, the fit of
-#: gains (offsets) and tiles with the network's correction, the adaptation (adapt.ADAPT_CONFIGS) and the
+#: gains and tiles with the network's correction, the adaptation (adapt.ADAPT_CONFIGS) and the
 #: check of which file costs least, with the packing of the chosen one.
 ENHANCE_STAGES = ("enhance_decode", "enhance_fit", "enhance_adapt", "enhance_check")
 #: effort → the fit sees every n-th strip of 64-pixel tiles only, the network run there alone,
@@ -47,8 +47,7 @@ ENHANCE_STAGES = ("enhance_decode", "enhance_fit", "enhance_adapt", "enhance_che
 #: frames the whole picture with tile switching gave 0.2 / -0.1 / -0.2 points of BD-rate more
 #: than every 4th strip for 0.05 CPU-s more (0.17 s of a Kodak picture)
 FIT_STRIDES: dict[int, int] = {1: 4, 2: 4, 3: 4, 4: 4, 5: 4, 6: 4}
-OFFSET_EFFORT = 8  # from this effort the file carries per-class offsets as well as gains
-MIN_PIXELS = 256  # a class with fewer pixels keeps the trained gain and no offset
+MIN_PIXELS = 256  # a class with fewer pixels keeps the trained gain
 
 
 @dataclass(frozen=True)
@@ -59,21 +58,6 @@ class EnhanceChoice:
     picture: np.ndarray  # uint8 (H, W, 3)
     mse_before: float
     mse_after: float
-
-
-def fit_class(corr: np.ndarray, target: np.ndarray) -> tuple[int, np.ndarray]:
-    """Least-squares gain (eighths, 0..15) and RGB offset (quarter levels) for one class
-    (from OFFSET_EFFORT; below it ``fit_gains`` fits gains alone).
-
-    corr (n, 3) the network's correction, target (n, 3) original − decoded, in levels.
-    """
-    c0 = corr - corr.mean(0, dtype=np.float64)
-    t0 = target - target.mean(0, dtype=np.float64)
-    den = float((c0 * c0).sum())
-    a = float((c0 * t0).sum()) / den if den > 0 else 1.0
-    gain = int(np.clip(np.round(a * GAIN_ONE), 0, 15))
-    off = (target - corr * (gain / GAIN_ONE)).mean(0, dtype=np.float64)
-    return gain, np.clip(np.round(off * OFFSET_UNIT), -128, 127).astype(np.int64)
 
 
 def fit_gains(c: np.ndarray, t: np.ndarray, idx: np.ndarray, classes: int) -> np.ndarray:
@@ -96,12 +80,11 @@ def choose(
     decoded: np.ndarray,
     labels: np.ndarray,
     quality: int,
-    effort: int,
     tile: int = 64,
     update: Update | None = None,
     tiles: bool = True,
 ) -> EnhanceChoice:
-    """Fit gains (and offsets) to this image, then switch off the tiles it makes worse
+    """Fit gains to this image, then switch off the tiles it makes worse
     (``tiles`` False: every tile keeps the layer); ``update``: the network's class bias rows
     changed as a file may say."""
     classes = enhancer.classes
@@ -110,16 +93,8 @@ def choose(
     idx = class_rows(labels, classes, 8)[:h, :w]
     c = corr.astype(np.float32) / (1 << CORR_SHIFT)
     t = original.astype(np.float32) - decoded
-    gains = np.full(classes + 1, GAIN_ONE, np.int64)
-    offs = np.zeros((classes + 1, 3), np.int64)
-    if effort >= OFFSET_EFFORT:
-        for k in np.unique(idx):
-            sel = idx == k
-            if int(sel.sum()) < MIN_PIXELS:
-                continue
-            gains[k], offs[k] = fit_class(c[sel], t[sel])
-    else:
-        gains = fit_gains(c, t, idx, classes)
+    gains = fit_gains(c, t, idx, classes)
+    offs = np.zeros((classes + 1, 3), np.int64)  # no effort fits them (the module's note)
     full = Adjust(gains, offs, None, tile, update)
     enhanced = apply(decoded, corr, labels, full, classes)
     err_before = (t**2).sum(2, dtype=np.float64)
@@ -156,18 +131,17 @@ def choose_sampled(
     decoded: np.ndarray,
     labels: np.ndarray,
     quality: int,
-    effort: int,
     stride: int,
     tile: int = 64,
 ) -> EnhanceChoice:
-    """The gains (and offsets) fitted on every ``stride``-th strip of tiles, the network run
+    """The gains fitted on every ``stride``-th strip of tiles, the network run
     there only, every tile keeping the layer; the errors are the sample's (the whole picture
     when it is too small to sample)."""
     rows = fit_rows(decoded.shape[0], stride, tile)
     if rows is None:
-        return choose(enhancer, original, decoded, labels, quality, effort, tile, tiles=False)
+        return choose(enhancer, original, decoded, labels, quality, tile, tiles=False)
     lab = labels[np.unique(rows // 8)]
-    part = choose(enhancer, original[rows], decoded[rows], lab, quality, effort, tile, tiles=False)
+    part = choose(enhancer, original[rows], decoded[rows], lab, quality, tile, tiles=False)
     return EnhanceChoice(part.adjust, decoded, part.mse_before, part.mse_after)
 
 
@@ -207,7 +181,7 @@ def adapted(
     )
     if update is None:
         return None
-    return choose(enhancer, original, decoded, labels, opts.quality, opts.effort, update=update)
+    return choose(enhancer, original, decoded, labels, opts.quality, update=update)
 
 
 def enhanced_file(
@@ -229,9 +203,9 @@ def enhanced_file(
     args = (dec.enhancer, original, result.pixels, result.semantic_map)
     stride = FIT_STRIDES.get(opts.effort, 1)
     if stride > 1:
-        choice = choose_sampled(*args, opts.quality, opts.effort, stride)
+        choice = choose_sampled(*args, opts.quality, stride)
     else:
-        choice = choose(*args, opts.quality, opts.effort)
+        choice = choose(*args, opts.quality)
     tick("enhance_fit")
     options = [choice, adapted(*args, opts, choice, len(data))]
     tick("enhance_adapt")

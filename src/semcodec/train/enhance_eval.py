@@ -3,7 +3,7 @@
 Three figures on the held-out training pictures (never Kodak): the float network (the training
 ledger's measure, train/enhance.py `evaluate`), its integer form with the trained gains, and
 the integer form with the encoder's per-file fit (encoder/enhance.py `choose`: per-class gains,
-offsets from OFFSET_EFFORT, tile mask). The last is what a file gets before the layer's bytes
+tile mask). The last is what a file gets before the layer's bytes
 are counted; candidates for a release are chosen on it.
 """
 
@@ -33,7 +33,7 @@ class HeldOutGains:
         return asdict(self)
 
 
-def held_out_gains(bundle, shards: list[dict], effort: int = 5) -> HeldOutGains:
+def held_out_gains(bundle, shards: list[dict]) -> HeldOutGains:
     """The three gains of ``bundle``'s enhancement network on the held-out ``shards``."""
     if bundle.enhancer is None or bundle.enh_table is None:
         raise ValueError("the bundle has no enhancement network")
@@ -43,7 +43,7 @@ def held_out_gains(bundle, shards: list[dict], effort: int = 5) -> HeldOutGains:
     for original, decoded, labels, q in held_pictures(shards):
         before.append(psnr(original, decoded))
         intg.append(psnr(original, integer.enhance(decoded, labels, q, neutral(integer.classes))))
-        fit.append(psnr(original, choose(integer, original, decoded, labels, q, effort).picture))
+        fit.append(psnr(original, choose(integer, original, decoded, labels, q).picture))
     base = float(np.mean(before))
     return HeldOutGains(
         pictures=len(intg),
