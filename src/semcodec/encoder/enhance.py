@@ -2,13 +2,13 @@
 
 The decoder runs the release's integer enhancement network (intgrid/enhancer.py) on its decoded
 picture; the file says, per class, how much of the network's correction to add (a gain fitted
-to this image by least squares; the format's per-class RGB offsets, which earlier versions fitted
-at efforts 8 and 9, cost BD-rate in every metric and stay zero), and per tile whether to add it
-at all. The encoder has the original, so it fits these to it and keeps
-the layer only where it lowers the file's rate-distortion cost: no file is worse for it. An
-effort with an adaptation (adapt.ADAPT_CONFIGS) also fits the network's class bias rows to the
-picture by gradient and keeps that update only where the file with it costs less than the file
-without.
+to this image by least squares) and per tile whether to add it at all. The encoder has the
+original, so it fits these to it and keeps the layer only where it lowers the file's
+rate-distortion cost: no file is worse for it. The format's per-class RGB offsets, which
+earlier versions fitted at efforts 8 and 9, cost BD-rate in every metric on held-out pictures
+(docs/benchmarks.md, the effort table) and stay zero. An effort with an adaptation
+(adapt.ADAPT_CONFIGS) also fits the network's class bias rows to the picture by gradient and
+keeps that update only where the file with it costs less than the file without.
 """
 
 from __future__ import annotations
