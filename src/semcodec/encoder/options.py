@@ -119,8 +119,7 @@ class EncodeOptions:
         return cls(**given)
 
     def layout(self) -> str | None:
-        """The residual layout every candidate is coded in; None: the backend's (4:4:4, and from
-        residual.LAYOUT_EFFORT 4:2:0 too where the residual is the image itself)."""
+        """The residual layout every candidate is coded in; None: the backend's (AVIF 4:4:4)."""
         return _LAYOUTS[self.chroma]
 
     def analysis_key(self) -> tuple[Any, ...]:
