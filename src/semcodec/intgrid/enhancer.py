@@ -372,7 +372,7 @@ def apply(
     cls = np.minimum(labels.astype(np.int64), classes)
     gains = adjust.gains.astype(np.int32)[cls]  # (gh, gw) on the map's grid
     offsets = None
-    if np.any(adjust.offsets):  # below effort 8 files carry none: a pass saved
+    if np.any(adjust.offsets):  # only earlier -e 8 and -e 9 files carry them: a pass saved
         offsets = (adjust.offsets.astype(np.int32) * OFFSET_STEP)[cls]  # 2**-CORR_SHIFT / 8
     out = np.empty((h, w, 3), np.uint8)
     for r0 in range(0, h, APPLY_ROWS):
