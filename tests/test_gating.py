@@ -235,7 +235,7 @@ def _counting_compnet(codec: Codec, monkeypatch) -> list[int]:
     return calls
 
 
-def test_below_search_effort_high_qualities_code_the_image_without_the_networks(
+def test_from_search_quality_up_the_image_is_coded_without_the_networks(
     monkeypatch,
 ) -> None:
     """From SEARCH_QUALITY up, the default effort writes header + map + gating + residual of
