@@ -67,7 +67,7 @@ def test_speed_cli_on_tiny_model(tmp_path: Path) -> None:
     assert q0["encode_stages"]["generator"] == 0  # no residual: the encoder skips the generator
     assert q0["encode_stages"]["compnet"] > 0
     assert q5["encode_stages"]["residual_coding"] > 0 and q5["encode_stages"]["generator"] > 0
-    # from gating.SEARCH_QUALITY the default effort codes the image itself, networks unused
+    # from prediction.SEARCH_QUALITY the default effort codes the image itself, networks unused
     assert q30["encode_stages"]["residual_coding"] > 0 and q30["encode_stages"]["generator"] == 0
     assert q30["encode_stages"]["compnet"] == 0 and "compact" not in q30["layer_bytes"]
     assert set(res["summary"]) == {"0", "5", "30"} and res["summary"]["0"]["n"] == 1

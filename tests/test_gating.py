@@ -10,6 +10,7 @@ from PIL import Image
 
 from semcodec.decoder import prediction as predict
 from semcodec.encoder import gating, rdcost, residual
+from semcodec.encoder import prediction as encoder_prediction
 from semcodec.encoder.codec import Codec
 from semcodec.encoder.options import EncodeOptions
 from semcodec.encoder.rdcost import rd_cost
@@ -242,7 +243,7 @@ def test_from_search_quality_up_the_image_is_coded_without_the_networks(
     the image itself without running CompNet or the generator: the same file as a full search
     that may only choose 'none'; lower qualities and -q 0 still search, at any effort."""
     rgb = _photo()
-    q = gating.SEARCH_QUALITY
+    q = encoder_prediction.SEARCH_QUALITY
     fast = Codec("tiny")
     options = EncodeOptions(quality=q, gating=gating.GatingConfig(modes=(NONE,)))
     calls = _counting_compnet(fast, monkeypatch)
@@ -253,7 +254,7 @@ def test_from_search_quality_up_the_image_is_coded_without_the_networks(
     assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
     monkeypatch.undo()  # the generator back; a full search that may only choose 'none'
     calls = _counting_compnet(fast, monkeypatch)
-    monkeypatch.setattr(gating, "searches", lambda quality: True)
+    monkeypatch.setattr(encoder_prediction, "searches", lambda opts: True)
     assert fast.encode(rgb, options) == data and calls[0] > 0
     monkeypatch.undo()
     for effort, quality in ((5, q - 1), (5, 0), (9, q - 1)):

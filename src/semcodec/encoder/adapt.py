@@ -184,7 +184,8 @@ def fit_update(
     for i in range(cfg.steps):
         opt.zero_grad()
         band = bands[i % len(bands)]
-        y0, y1 = band[2] * s, min(h, band[3] * s)
+        _, _, r0, r1 = band
+        y0, y1 = r0 * s, min(h, r1 * s)
         corr = table.band_correction(x, idx, delta * active[:, None], band)[..., : y1 - y0, :w]
         cls = pix[:, y0:y1]
         out = dec[..., y0:y1, :] + gains[cls][:, None] * corr + offs[cls].permute(0, 3, 1, 2)

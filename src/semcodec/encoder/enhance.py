@@ -14,7 +14,7 @@ keeps that update only where the file with it costs less than the file without.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from semcodec.intgrid.enhancer import (
     Update,
     apply,
     class_rows,
+    neutral,
 )
 
 #: The encoder's stage clock names of the enhancement: the decode of the plain file, the fit of
@@ -95,8 +96,7 @@ def choose(
     c = corr.astype(np.float32) / (1 << CORR_SHIFT)
     t = original.astype(np.float32) - decoded
     gains = fit_gains(c, t, idx, classes)
-    offs = np.zeros((classes + 1, 3), np.int64)  # no effort fits them (the module's note)
-    full = Adjust(gains, offs, None, tile, update)
+    full = replace(neutral(classes), gains=gains, tile=tile, update=update)  # offsets: none
     enhanced = apply(decoded, corr, labels, full, classes)
     err_before = (t**2).sum(2, dtype=np.float64)
     err_after = ((original.astype(np.float32) - enhanced) ** 2).sum(2, dtype=np.float64)
@@ -107,7 +107,7 @@ def choose(
     if on.all():
         adjust = full
     else:  # apply's tile mask leaves the decoded pixels: the same as masking the full result
-        adjust = Adjust(gains, offs, on, tile, update)
+        adjust = replace(full, tiles=on)
         mask = np.repeat(np.repeat(on, tile, 0), tile, 1)[:h, :w, None]
         enhanced = np.where(mask, enhanced, decoded)
     mse_before = float(err_before.mean() / 3)

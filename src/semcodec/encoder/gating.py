@@ -23,7 +23,6 @@ __all__ = [
     "choose_modes",
     "compact_tile_bits",
     "scale_for",
-    "searches",
     "step_for",
     "tile_bits",
 ]
@@ -140,20 +139,3 @@ def choose_modes(
     stacked = np.stack(costs)
     best = np.argmin(stacked, axis=0)
     return np.array(order, np.int64)[best], float(stacked.min(axis=0).sum())
-
-
-# The encoder looks for a prediction only below SEARCH_QUALITY; from it up, every tile codes
-# the image itself without running CompNet or the generator. On 40 BSDS500 training photos at
-# effort 5 with the full search, at qualities 10, 25, 40, 55, 70, 85 and 95 one image took the
-# generator everywhere (at 70) and at most 0.16 % of the tiles took the base (mean over images,
-# at 70); at quality 5 one image took the generator everywhere. At AV1 speed 2 the search and
-# the 4:2:0 trial at every quality (effort 9 until 2026-12-07) made a held-out picture's encode
-# 7.5 CPU-s instead of 2.4 for 0.5 points of PSNR BD-rate gained and 0.8 / 0.7 lost in MS-SSIM
-# dB and SSIMULACRA 2 (4 BSDS500 val photos, 4 CamVid val frames), so no effort searches at
-# every quality
-SEARCH_QUALITY = 10
-
-
-def searches(quality: int) -> bool:
-    """Whether an encode at this residual quality looks for a prediction."""
-    return quality < SEARCH_QUALITY

@@ -20,8 +20,8 @@ quality 100. A file with no prediction anywhere codes the image itself, where 4:
 less in PSNR (on 12 held-out BSDS500 training photos 4:4:4 of the image cost 0.9 % more than
 4:2:0, BD-rate over RGB PSNR) and more in MS-SSIM and SSIMULACRA 2, so no effort tries it.
 ``--chroma 420`` (EncodeOptions.chroma) codes every residual 4:2:0; docs/benchmarks.md has its
-measurement. The thread count is fixed and the speed a function of the effort level (``SPEEDS``, 6 by
-default), so the payload is deterministic.
+measurement. The thread count is fixed and the speed a function of the effort level
+(``SPEEDS``, 6 by default), so the payload is deterministic.
 """
 
 from __future__ import annotations
@@ -252,18 +252,16 @@ def uint8_table(num: int, den: int, offset: int) -> np.ndarray:
     return table
 
 
-#: libaom speed of each effort (1..9). The map and the enhancement cost about 0.25 CPU-s of
-#: a Kodak image at every effort, so a speed above 6 saves little of an effort's CPU for many
-#: bytes (speed 8 against 6: +18 % at equal PSNR for 0.2 s): efforts 3-5 share speed 6 and
-#: the enhancement's fit (encoder/enhance.FIT_STRIDES; from 4 the real coder checks the tile
-#: choice where there is one), 6-9 spend more on AV1, each effort one encode at one speed. On
-#: 4 BSDS500 val photos and 4 CamVid val frames (one thread, the map's CPU left out; PSNR /
-#: MS-SSIM dB / SSIMULACRA 2 points beyond AVIF's speed-size front, docs/benchmarks.md):
-#: effort 7 at speed 3 +2.5 / +2.4 / +1.4 (speed 4 lay off that front); effort 8 at speed 1
-#: +2.5 / +2.1 / +0.7 in 2.8 CPU-s, where speed 3 with 30 steps of adaptation gave +1.3 / +1.5 /
-#: +1.0 in 5.0 s and speed 2 +2.3 / +1.8 / +0.3; effort 9 at speed 0 +2.4 / +1.7 / +0.6 in 6.3
-#: s, where speed 2 with the prediction search, the 4:2:0 trial and 80 steps of adaptation
-#: gave +2.6 / +1.1 / +0.1 in 10.5 s (2026-12-07).
+#: libaom speed of each effort (1..9): each effort is one AV1 encode at its speed. The map and
+#: the enhancement cost about 0.25 CPU-s of a Kodak image at every effort, so a speed above 6
+#: saves little of an effort's CPU for many bytes (speed 8 against 6: +18 % at equal PSNR for
+#: 0.2 s): efforts 3-5 share speed 6 (from 4 the real coder checks the tile choice where there
+#: is one; efforts 1-6 fit the enhancement on a sample, encoder/enhance.FIT_STRIDES), 6-9 spend
+#: more on AV1.
+#: Speeds 5, 3, 1 and 0 for efforts 6-9 were chosen on held-out photos and street frames
+#: against AVIF's speed-size front, as were the prediction search, the 4:2:0 trial and the
+#: network's adaptation they replaced at efforts 8 and 9 (docs/benchmarks.md, the effort
+#: table).
 SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 3, 8: 1, 9: 0}
 
 
