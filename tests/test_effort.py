@@ -22,7 +22,7 @@ def _image() -> np.ndarray:
 
 
 def test_effort_maps_to_libaom_speed():
-    assert [speed_for(e) for e in range(1, 10)] == [8, 7, 6, 6, 6, 5, 3, 1, 0]
+    assert [speed_for(e) for e in range(1, 10)] == [8, 7, 6, 6, 6, 4, 3, 1, 0]
     for bad in (0, 10):
         with pytest.raises(ValueError, match="effort must be 1..9"):
             speed_for(bad)
@@ -111,19 +111,51 @@ def test_cli_effort(tmp_path):
     assert r.exit_code == 2 and "effort" in r.output.lower()
 
 
-def test_residual_passes_its_libaom_options(monkeypatch):
-    """AOM_OPTIONS (none by default) reach libaom when given (the payload changes) and the
-    decoder reads either payload, which carries what it needs."""
+def test_residual_passes_its_efforts_libaom_options(monkeypatch):
+    """An effort's AOM_OPTIONS reach libaom (the payload changes with them, an effort without
+    any is libavif's defaults) and the decoder reads either payload, which carries what it
+    needs."""
     from semcodec.format import residual_avif
     from semcodec.format.residual_avif import AvifBackend
 
     res = _image().astype(np.int16) - 128
     backend = AvifBackend()
-    monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {"deltaq-mode": "0", "sharpness": "1"})
+    monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {5: {"deltaq-mode": "0", "sharpness": "1"}})
     with_options = backend.encode(res, 80, 5)
+    assert backend.encode(res, 80, 4) == backend.encode(res, 80, 3)  # same speed, no options
     monkeypatch.setattr(residual_avif, "AOM_OPTIONS", {})
     without = backend.encode(res, 80, 5)
     assert with_options != without
     for data in (with_options, without):
         out = backend.decode(data, *res.shape[:2]).astype(int)
         assert np.abs(out - res).mean() < 8
+
+
+def test_slow_efforts_skip_4x4_partitions(monkeypatch):
+    """Efforts 6 and 7 encode without 4x4 partitions (chosen on the front: docs/benchmarks.md),
+    also under an ROI guide, whose delta-q options join them; the others keep libaom's."""
+    from PIL import Image
+
+    from semcodec.format import residual_avif
+
+    if not residual_avif._aom_encodes():
+        pytest.skip("Pillow's libavif encodes with another AV1 encoder")
+    assert [e for e in range(1, 10) if residual_avif.aom_options(e)] == [6, 7]
+    assert residual_avif.aom_options(7) == {"min-partition-size": "8"}
+    seen: list[dict[str, str]] = []
+    save = Image.Image.save
+
+    def spy(self, fp, format=None, **params):
+        seen.append(dict(params.get("advanced") or {}))
+        return save(self, fp, format, **params)
+
+    monkeypatch.setattr(Image.Image, "save", spy)
+    res = _image().astype(np.int16) - 128
+    guide = np.ones((3, 4))  # one rate per 16-pixel block of the 48 x 64 picture
+    backend = residual_avif.AvifBackend()
+    backend.encode(res, 60, 7)
+    backend.encode(res, 60, 7, guide=guide)
+    backend.encode(res, 60, 5, guide=guide)
+    assert seen[0] == {"min-partition-size": "8"}
+    assert seen[1]["min-partition-size"] == "8" and seen[1]["deltaq-mode"] == "3"
+    assert "min-partition-size" not in seen[2] and seen[2]["deltaq-mode"] == "3"

@@ -63,12 +63,6 @@ _OFFSET = 128
 _THREADS = 1  # fixed (not the machine's core count) for the same reason
 _SUBSAMPLING = "4:4:4"
 _LAYOUTS = ("4:4:4", "4:2:0")
-#: libaom options of the residual's encodes without an ROI guide (which sets its own delta-q):
-#: none, libavif's defaults (tune iq). Off with deltaq-mode 0, chroma delta-q off and sharpness
-#: 1, AVIF 4:4:4 on 5 BSDS500 training photos took 3.8 % fewer bytes at equal PSNR and about
-#: as many at equal MS-SSIM and SSIMULACRA 2, but semcodec's efforts on the six Kodak images
-#: of the front gained ~1 point in PSNR and lost 8-9 in MS-SSIM dB and 13 in SSIMULACRA 2.
-AOM_OPTIONS: dict[str, str] = {}
 
 
 def _box(kind: bytes, body: bytes) -> bytes:
@@ -258,18 +252,42 @@ def uint8_table(num: int, den: int, offset: int) -> np.ndarray:
 #: 0.2 s): efforts 3-5 share speed 6 (from 4 the real coder checks the tile choice where there
 #: is one; efforts 1-6 fit the enhancement on a sample, encoder/enhance.FIT_STRIDES), 6-9 spend
 #: more on AV1.
-#: Speeds 5, 3, 1 and 0 for efforts 6-9 were chosen on held-out photos and street frames
+#: Speeds 4, 3, 1 and 0 for efforts 6-9 were chosen on held-out photos and street frames
 #: against AVIF's speed-size front, as were the prediction search, the 4:2:0 trial and the
 #: network's adaptation they replaced at efforts 8 and 9 (docs/benchmarks.md, the effort
 #: table).
-SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 5, 7: 3, 8: 1, 9: 0}
+SPEEDS = {1: 8, 2: 7, 3: 6, 4: 6, 5: 6, 6: 4, 7: 3, 8: 1, 9: 0}
+
+#: libaom options of an effort's residual encodes beyond libavif's defaults (tune iq), by
+#: effort (none where not listed). No 4x4 partitions (``min-partition-size`` 8) at speeds 4
+#: and 3: on 4 BSDS500 val photos and 4 CamVid val frames (docs/benchmarks.md, the effort
+#: table) AVIF 4:4:4 at speed 3 took 28 % less CPU for 0.7 / 0.4 / 0.1 % more bytes (PSNR /
+#: MS-SSIM dB / SSIMULACRA 2), beyond AVIF's own speed-size front; at speed 6 it saved 6 %
+#: for nothing measurable in an effort's CPU, at speeds 1 and 0 it lay on the front. Options
+#: that trade one metric for another are not used: ``disable-trellis-quant`` 1 at effort 5
+#: gained 2.0 points of BD-rate in PSNR and lost 1.4 in MS-SSIM dB and 1.1 in SSIMULACRA 2;
+#: earlier, ``deltaq-mode`` 0, chroma delta-q off and ``sharpness`` 1 gained about 1 point in
+#: PSNR and lost 8-9 in MS-SSIM dB and 13 in SSIMULACRA 2 (CHANGELOG.md).
+AOM_OPTIONS: dict[int, dict[str, str]] = {
+    6: {"min-partition-size": "8"},
+    7: {"min-partition-size": "8"},
+}
 
 
 def speed_for(effort: int) -> int:
-    """libaom speed of an effort level (SPEEDS: 1 → 8 .. 5 → 6, the default .. 9 → 2)."""
+    """libaom speed of an effort level (SPEEDS: 1 → 8 .. 5 → 6, the default .. 9 → 0)."""
     if effort not in EFFORTS:
         raise ValueError(f"effort must be 1..9, got {effort}")
     return SPEEDS[int(effort)]
+
+
+def aom_options(effort: int) -> dict[str, str]:
+    """libaom options of an effort's residual encodes (AOM_OPTIONS), none where Pillow's
+    libavif encodes with another AV1 encoder, whose option names differ."""
+    if effort not in EFFORTS:
+        raise ValueError(f"effort must be 1..9, got {effort}")
+    options = AOM_OPTIONS.get(int(effort), {})
+    return dict(options) if options and _aom_encodes() else {}
 
 
 @contextmanager
@@ -297,24 +315,26 @@ def _aom_encodes() -> bool:
 
 
 def _save_avif(
-    im: Image.Image, quality: int, speed: int, subsampling: str, guide: np.ndarray | None
+    im: Image.Image, quality: int, effort: int, subsampling: str, guide: np.ndarray | None
 ) -> bytes:
-    """One AVIF file from Pillow at fixed settings, with libaom's ROI rate guide if given."""
+    """One AVIF file from Pillow at the effort's fixed settings, with libaom's ROI rate guide
+    if given."""
     options = dict(
         quality=quality,
-        speed=speed,
+        speed=speed_for(effort),
         subsampling=subsampling,
         max_threads=_THREADS,
         range="full",
         codec="auto",
     )
     buf = io.BytesIO()
+    advanced = aom_options(effort)
     if guide is None:
-        extra = {"advanced": AOM_OPTIONS} if AOM_OPTIONS and _aom_encodes() else {}
+        extra = {"advanced": advanced} if advanced else {}
         im.save(buf, "AVIF", **options, **extra)
         return buf.getvalue()
     with guide_file(guide) as path:
-        advanced = {
+        advanced |= {
             "deltaq-mode": "3",
             "enable-rate-guide-deltaq": "1",
             "rate-distribution-info": path,
@@ -338,7 +358,7 @@ class AvifBackend(ResidualBackend):
         guide: np.ndarray | None = None,
     ) -> bytes:
         """Map to 8 bits and encode; ``quality`` is passed to AVIF unchanged (0..100), effort
-        to libaom's speed (``SPEEDS``; effort 5: speed 6), ``layout`` the chroma subsampling
+        to libaom's speed and options (``SPEEDS``, ``AOM_OPTIONS``; effort 5: speed 6), ``layout`` the chroma subsampling
         (4:4:4 by default; the AV1 data records it, so decoding needs no flag). ``guide``
         (roi.rate_guide) steers libaom's delta-q per superblock; the AV1 data carries the
         quantisers, so the decoder is unchanged."""
@@ -349,7 +369,7 @@ class AvifBackend(ResidualBackend):
             raise ValueError(f"avif residual: unknown layout {layout!r}")
         _require_avif()
         r8 = to_uint8(residual, _SCALE_NUM, _SCALE_DEN, _OFFSET)
-        avif = _save_avif(Image.fromarray(r8, "RGB"), q, speed_for(effort), subsampling, guide)
+        avif = _save_avif(Image.fromarray(r8, "RGB"), q, effort, subsampling, guide)
         height, width = residual.shape[:2]
         parts = split_avif(avif, width, height)
         if parts is None:
