@@ -617,3 +617,22 @@ def test_bench_kernels_runs_as_a_module_too() -> None:
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 2 and (m := KERNEL_LINE.match(lines[1])) and m["config"] == "tiny"
+
+
+def test_avif_at_an_effort_takes_its_speed_and_libaom_options():
+    """`avif-effort` compares like with like: the speed and libaom options of semcodec's
+    residual at that effort, which reach the encoder (the file differs without them)."""
+    from semcodec.bench.codecs import make_adapter
+    from semcodec.format import residual_avif
+
+    if not residual_avif._aom_encodes():
+        pytest.skip("Pillow's libavif encodes with another AV1 encoder")
+    plain = make_adapter("avif-effort", effort=5)
+    slow = make_adapter("avif-effort", effort=7)
+    assert (plain.speed, plain.advanced) == (6, {})
+    assert (slow.speed, slow.advanced) == (3, {"min-partition-size": "8"})
+    assert slow.info()["advanced"] == {"min-partition-size": "8"}
+    rng = np.random.default_rng(3)
+    rgb = np.clip(rng.normal(128, 40, (64, 64, 3)), 0, 255).astype(np.uint8)
+    bare = type(slow)(speed=3, threads=1)
+    assert slow.encode(rgb, 60) != bare.encode(rgb, 60)

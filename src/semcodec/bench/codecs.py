@@ -35,7 +35,7 @@ from __future__ import annotations
 import io
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -207,11 +207,21 @@ class AvifAdapter(CodecAdapter):
     description = "AVIF (Pillow/libavif), 4:2:0, speed=6, setting = quality"
     default_settings = (0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75)
 
-    def __init__(self, speed: int = 6, threads: int = 1, subsampling: str = "4:2:0") -> None:
+    def __init__(
+        self,
+        speed: int = 6,
+        threads: int = 1,
+        subsampling: str = "4:2:0",
+        advanced: Mapping[str, str] | None = None,
+    ) -> None:
         self.speed = speed
         self.threads = threads
         self.subsampling = subsampling
-        self.description = f"AVIF (Pillow/libavif), {subsampling}, speed={speed}, setting = quality"
+        self.advanced = dict(advanced or {})
+        extra = "".join(f", {k}={v}" for k, v in self.advanced.items())
+        self.description = (
+            f"AVIF (Pillow/libavif), {subsampling}, speed={speed}{extra}, setting = quality"
+        )
 
     def unavailable_reason(self) -> str | None:
         """Pillow < 11.3 or a build without libavif has no AVIF."""
@@ -226,6 +236,7 @@ class AvifAdapter(CodecAdapter):
             speed=self.speed,
             subsampling=self.subsampling,
             max_threads=self.threads,
+            **({"advanced": self.advanced} if self.advanced else {}),
         )
 
     def decode(self, data: bytes) -> np.ndarray:
@@ -233,10 +244,12 @@ class AvifAdapter(CodecAdapter):
         return _pil_decode(data)
 
     def info(self) -> dict[str, Any]:
-        """Record the speed and the AV1 encoder libavif used."""
+        """Record the speed, the libaom options and the AV1 encoder libavif used."""
         d = super().info()
         d["speed"] = self.speed
         d["subsampling"] = self.subsampling
+        if self.advanced:
+            d["advanced"] = dict(self.advanced)
         try:
             from PIL import _avif
 
@@ -575,13 +588,14 @@ register_codec("jpeg2000", _simple(Jpeg2000Adapter))
 register_codec("avif", lambda threads=1, **_: AvifAdapter(threads=threads))
 
 
-# AVIF at the libaom speed semcodec's effort uses (residual_avif.speed_for): so that a slower
-# residual search alone does not count as semcodec's gain at high effort
+# AVIF at the libaom speed and options semcodec's effort uses (residual_avif.speed_for,
+# aom_options): so that a slower residual search alone does not count as semcodec's gain at
+# high effort
 def _avif_effort(threads: int = 1, effort: int = DEFAULT_EFFORT, **_: Any) -> AvifAdapter:
-    """AVIF (4:2:0) at the speed of semcodec's residual at this effort."""
-    from semcodec.format.residual_avif import speed_for
+    """AVIF (4:2:0) at the speed and libaom options of semcodec's residual at this effort."""
+    from semcodec.format.residual_avif import aom_options, speed_for
 
-    return AvifAdapter(speed=speed_for(effort), threads=threads)
+    return AvifAdapter(speed=speed_for(effort), threads=threads, advanced=aom_options(effort))
 
 
 register_codec("avif-effort", _avif_effort)
