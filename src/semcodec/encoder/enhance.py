@@ -44,7 +44,7 @@ ENHANCE_STAGES = ("enhance_decode", "enhance_fit", "enhance_adapt", "enhance_che
 #: Every 4th strip against every 2nd at effort 5: +0.01 / +0.06 / +0.07 % BD-rate (PSNR /
 #: MS-SSIM dB / SSIMULACRA 2; 6 BSDS500 val photos and 6 CamVid val frames, 2026-12-07) for
 #: 0.05 CPU-s less of a Kodak picture, which buys more on the speed-size front: efforts up to
-#: 6 fit on every 4th. At effort 6 (AV1 speed 5) on 4 BSDS500 val photos and 4 CamVid val
+#: 6 fit on every 4th. At effort 6 (then AV1 speed 5) on 4 BSDS500 val photos and 4 CamVid val
 #: frames the whole picture with tile switching gave 0.2 / -0.1 / -0.2 points of BD-rate more
 #: than every 4th strip for 0.05 CPU-s more (0.17 s of a Kodak picture); at effort 7 (speed 3)
 #: every 4th strip lay 0.1 / 0.1 / 0.1 points less far beyond the front for 0.04 s less

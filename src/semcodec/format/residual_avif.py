@@ -20,8 +20,8 @@ quality 100. A file with no prediction anywhere codes the image itself, where 4:
 less in PSNR (on 12 held-out BSDS500 training photos 4:4:4 of the image cost 0.9 % more than
 4:2:0, BD-rate over RGB PSNR) and more in MS-SSIM and SSIMULACRA 2, so no effort tries it.
 ``--chroma 420`` (EncodeOptions.chroma) codes every residual 4:2:0; docs/benchmarks.md has its
-measurement. The thread count is fixed and the speed a function of the effort level
-(``SPEEDS``, 6 by default), so the payload is deterministic.
+measurement. The thread count is fixed and the speed and libaom options a function of the
+effort level (``SPEEDS``, 6 by default; ``AOM_OPTIONS``), so the payload is deterministic.
 """
 
 from __future__ import annotations
