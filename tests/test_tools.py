@@ -190,3 +190,31 @@ def test_release_refuses_beside_one_existing_part_and_takes_back_a_failed_run(
     with pytest.raises(SemcodecError, match="other pixels"):
         module.release("tiny", tmp_path)
     assert _tree(tmp_path) == {}
+
+
+def test_aom_options_against_the_front() -> None:
+    """aom_options: a record per quality and configuration, the option reaching libaom (other
+    bytes than its speed's preset), and a table row with its CPU, BD-rate change and place
+    against the presets' front."""
+    from semcodec.format import residual_avif
+
+    if not residual_avif._aom_encodes():
+        pytest.skip("Pillow's libavif encodes with another AV1 encoder")
+    module = load(TOOLS / "aom_options.py")
+    rgb = picture(128, 96)
+    qualities = [20, 40, 60, 80]
+    configs = module.configurations([8, 9], ["8:enable-cdef=0;enable-rect-partitions=0"])
+    assert set(configs) == {"avif-s6-420", "avif-s8-444", "avif-s9-444",
+                            "k8-enable-cdef=0-enable-rect-partitions=0"}  # fmt: skip
+    records = []
+    for name, (adapter, _) in configs.items():
+        records += module.measure(rgb, "pic", name, adapter, qualities, [])
+    assert len(records) == 4 * len(qualities)
+    by = {(r["codec"], r["setting"]): r["bytes"] for r in records}
+    name = "k8-enable-cdef=0-enable-rect-partitions=0"
+    assert any(by[(name, q)] != by[("avif-s8-444", q)] for q in qualities)
+    lines = module.table(records, {n: base for n, (_, base) in configs.items()})
+    assert len(lines) == 3 and lines[2].startswith(f"| `{name}` | ")
+    assert "%" in lines[2] and lines[2].count("/") == 4
+    with pytest.raises(ValueError):
+        module.parse_candidate("6")
