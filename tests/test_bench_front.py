@@ -103,6 +103,18 @@ def test_configurations_always_hold_the_anchor() -> None:
         configurations([5], [2], ["422"])
 
 
+def test_avif_with_libaom_options_is_named_apart_and_not_part_of_the_front() -> None:
+    """An AVIF configuration with libaom options is measured against the presets' front,
+    never a point of it, under a name no preset or earlier run's front row shares."""
+    from semcodec.bench.front.configs import Config
+
+    preset = Config("avif", 3, "444")
+    tuned = Config("avif", 3, "444", aom=(("min-partition-size", "8"),))
+    assert preset.is_avif and not tuned.is_avif
+    assert tuned.name == "aom-s3-444-min-partition-size=8"
+    assert not tuned.name.startswith("avif-")  # join_earlier's front rows
+
+
 def test_parse_ints_names_the_bad_value() -> None:
     """A list outside its range or not numbers is refused with the value in the message."""
     assert parse_ints("1, 3,3,5", 1, 9, "--efforts") == [1, 3, 5]

@@ -192,7 +192,7 @@ def test_release_refuses_beside_one_existing_part_and_takes_back_a_failed_run(
     assert _tree(tmp_path) == {}
 
 
-def test_aom_options_against_the_front() -> None:
+def test_aom_options_against_the_front(tmp_path: Path) -> None:
     """aom_options: a record per quality and configuration, the option reaching libaom (other
     bytes than its speed's preset), and a table row with its CPU, BD-rate change and place
     against the presets' front."""
@@ -201,19 +201,19 @@ def test_aom_options_against_the_front() -> None:
     if not residual_avif._aom_encodes():
         pytest.skip("Pillow's libavif encodes with another AV1 encoder")
     module = load(TOOLS / "aom_options.py")
-    rgb = picture(128, 96)
+    path = tmp_path / "pic.png"
+    Image.fromarray(picture(128, 96)).save(path)
     qualities = [20, 40, 60, 80]
     configs = module.configurations([8, 9], ["8:enable-cdef=0;enable-rect-partitions=0"])
-    assert set(configs) == {"avif-s6-420", "avif-s8-444", "avif-s9-444",
-                            "k8-enable-cdef=0-enable-rect-partitions=0"}  # fmt: skip
+    name = "aom-s8-444-enable-cdef=0-enable-rect-partitions=0"
+    assert {c.name for c in configs} == {"avif-s6-420", "avif-s8-444", "avif-s9-444", name}
     records = []
-    for name, (adapter, _) in configs.items():
-        records += module.measure(rgb, "pic", name, adapter, qualities, [])
+    for cfg in configs:
+        records += module.measure_image(cfg, str(path), qualities, [])
     assert len(records) == 4 * len(qualities)
     by = {(r["codec"], r["setting"]): r["bytes"] for r in records}
-    name = "k8-enable-cdef=0-enable-rect-partitions=0"
     assert any(by[(name, q)] != by[("avif-s8-444", q)] for q in qualities)
-    lines = module.table(records, {n: base for n, (_, base) in configs.items()})
+    lines = module.table(records, configs)
     assert len(lines) == 3 and lines[2].startswith(f"| `{name}` | ")
     assert "%" in lines[2] and lines[2].count("/") == 4
     with pytest.raises(ValueError):

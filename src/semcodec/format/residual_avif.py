@@ -274,19 +274,22 @@ AOM_OPTIONS: dict[int, dict[str, str]] = {
 }
 
 
-def speed_for(effort: int) -> int:
-    """libaom speed of an effort level (SPEEDS: 1 → 8 .. 5 → 6, the default .. 9 → 0)."""
+def _checked(effort: int) -> int:
+    """The effort level as an int, ValueError outside 1..9."""
     if effort not in EFFORTS:
         raise ValueError(f"effort must be 1..9, got {effort}")
-    return SPEEDS[int(effort)]
+    return int(effort)
+
+
+def speed_for(effort: int) -> int:
+    """libaom speed of an effort level (SPEEDS: 1 → 8 .. 5 → 6, the default .. 9 → 0)."""
+    return SPEEDS[_checked(effort)]
 
 
 def aom_options(effort: int) -> dict[str, str]:
     """libaom options of an effort's residual encodes (AOM_OPTIONS), none where Pillow's
     libavif encodes with another AV1 encoder, whose option names differ."""
-    if effort not in EFFORTS:
-        raise ValueError(f"effort must be 1..9, got {effort}")
-    options = AOM_OPTIONS.get(int(effort), {})
+    options = AOM_OPTIONS.get(_checked(effort), {})
     return dict(options) if options and _aom_encodes() else {}
 
 
@@ -358,10 +361,10 @@ class AvifBackend(ResidualBackend):
         guide: np.ndarray | None = None,
     ) -> bytes:
         """Map to 8 bits and encode; ``quality`` is passed to AVIF unchanged (0..100), effort
-        to libaom's speed and options (``SPEEDS``, ``AOM_OPTIONS``; effort 5: speed 6), ``layout`` the chroma subsampling
-        (4:4:4 by default; the AV1 data records it, so decoding needs no flag). ``guide``
-        (roi.rate_guide) steers libaom's delta-q per superblock; the AV1 data carries the
-        quantisers, so the decoder is unchanged."""
+        to libaom's speed and options (``SPEEDS``, ``AOM_OPTIONS``; effort 5: speed 6),
+        ``layout`` the chroma subsampling (4:4:4 by default; the AV1 data records it, so
+        decoding needs no flag). ``guide`` (roi.rate_guide) steers libaom's delta-q per
+        superblock; the AV1 data carries the quantisers, so the decoder is unchanged."""
         check_residual(residual)
         q = check_quality(quality)
         subsampling = _SUBSAMPLING if layout is None else layout

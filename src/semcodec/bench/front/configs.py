@@ -23,12 +23,19 @@ class Config:
     chroma: str = ""  # AVIF: "420" or "444"
     enhance: bool = True  # semcodec: False scores the same files without their ENHANCE layer
     gating: bool = True  # semcodec: False codes with the generator's prediction in every tile
+    #: AVIF: libaom options beyond the preset of its speed (Pillow's ``advanced``), ((key,
+    #: value), ...); such a configuration is measured against the front, not part of it
+    aom: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
-        """'semcodec-e5', 'semcodec-e5-plain', 'avif-s6-420', 'jxl-e7'."""
+        """'semcodec-e5', 'semcodec-e5-plain', 'avif-s6-420', 'jxl-e7',
+        'aom-s3-444-min-partition-size=8' (AVIF with libaom options)."""
         if self.codec == "avif":
-            return f"avif-s{self.level}-{self.chroma}"
+            preset = f"s{self.level}-{self.chroma}"
+            if self.aom:
+                return f"aom-{preset}-" + "-".join(f"{k}={v}" for k, v in self.aom)
+            return f"avif-{preset}"
         base = f"{self.codec}-e{self.level}"
         if not self.gating:
             base += "-ungated"
@@ -36,8 +43,8 @@ class Config:
 
     @property
     def is_avif(self) -> bool:
-        """Whether this configuration builds the front."""
-        return self.codec == "avif"
+        """Whether this configuration builds the front (an AVIF preset)."""
+        return self.codec == "avif" and not self.aom
 
 
 def parse_ints(spec: str, lo: int, hi: int, what: str) -> list[int]:

@@ -43,10 +43,11 @@ def _cpu(fn: Callable[[], Any]) -> tuple[Any, float, float]:
 
 
 def _avif(rgb: np.ndarray, cfg: Config, quality: int) -> bytes:
-    """Pillow/libavif on one thread at the configuration's speed and chroma layout."""
+    """Pillow/libavif on one thread at the configuration's speed, chroma layout and libaom
+    options."""
     from semcodec.bench.codecs import AvifAdapter
 
-    return AvifAdapter(cfg.level, 1, CHROMAS[cfg.chroma]).encode(rgb, quality)
+    return AvifAdapter(cfg.level, 1, CHROMAS[cfg.chroma], dict(cfg.aom)).encode(rgb, quality)
 
 
 class _Run:

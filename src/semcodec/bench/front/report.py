@@ -11,7 +11,7 @@ from typing import Any
 
 from semcodec.bench.front.summary import FRONT_METRICS
 
-__all__ = ["format_ledger", "format_markdown", "plot_front"]
+__all__ = ["format_ledger", "format_markdown", "plot_front", "triple"]
 
 _LABELS = {"psnr": "PSNR", "msssim_db": "MS-SSIM dB", "ssimulacra2": "SSIMULACRA 2"}
 
@@ -26,7 +26,7 @@ def _s(x: float | None, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def _triple(d: Mapping[str, float | None] | None) -> str:
+def triple(d: Mapping[str, float | None] | None) -> str:
     """The three metrics' values as 'a / b / c'."""
     d = d or {}
     return " / ".join(_pct(d.get(m)) for m in FRONT_METRICS)
@@ -50,8 +50,8 @@ def format_markdown(result: Mapping[str, Any]) -> str:
             f"| {name} | {_s(r['encode_cpu_s'])} | {_s(r['map_cpu_s'])} | "
             f"{_s(r['decode_cpu_s'], 3)} | {_pct(bd.get('psnr'))} | "
             f"{_pct(bd.get('msssim_db'))} | {_pct(bd.get('ssimulacra2'))} | "
-            f"{'' if avif else _triple(r['front'])} | {'' if avif else _triple(r['beyond'])} | "
-            f"{'' if avif else _triple(r['beyond_no_map'])} |"
+            f"{'' if avif else triple(r['front'])} | {'' if avif else triple(r['beyond'])} | "
+            f"{'' if avif else triple(r['beyond_no_map'])} |"
         )
     return "\n".join(lines)
 

@@ -17,7 +17,7 @@ from semcodec.bench.front.configs import ANCHOR, Config
 from semcodec.bench.front.measure import measure_image
 from semcodec.bench.front.summary import summarise
 
-__all__ = ["SCHEMA", "THREAD_VARS", "join_earlier", "run_front"]
+__all__ = ["SCHEMA", "THREAD_VARS", "join_earlier", "run_front", "settings"]
 
 SCHEMA = "semcodec-front/1"
 #: Thread caps set before torch starts in a worker (set_num_threads alone comes too late).
@@ -146,14 +146,14 @@ def join_earlier(result: dict[str, Any], earlier: dict[str, Any]) -> dict[str, A
     ours = {r["codec"] for r in result["records"]}
     taken = [r for r in earlier["records"] if r["codec"] not in ours]
     records = result["records"] + taken
-    order = {name: list(rows) for name, rows in _settings(records).items()}
+    order = {name: list(rows) for name, rows in settings(records).items()}
     avif = [n for n in order if n.startswith("avif-")]
     joined = {**result, "records": records, **summarise(records, order, ANCHOR, avif)}
     joined["config"] = {**result["config"], "joined": sorted({r["codec"] for r in taken})}
     return joined
 
 
-def _settings(records: Sequence[dict[str, Any]]) -> dict[str, list]:
+def settings(records: Sequence[dict[str, Any]]) -> dict[str, list]:
     """Each configuration's settings in the order first seen."""
     out: dict[str, list] = {}
     for r in records:
