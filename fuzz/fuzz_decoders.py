@@ -59,7 +59,10 @@ _FIXED = 34  # fixed header bytes
 
 # ----- .sem structure helpers (no semcodec import needed) -------------------------------------
 def header_layout(data: bytes) -> tuple[int, int, list[tuple[int, int]]] | None:
-    """(offset of layer_count, header size, [(entry offset, declared length)]), if parsable."""
+    """(offset of layer_count, header size, [(offset of the entry's CRC, declared length)]),
+    if parsable; versions 1-4's fixed header or version 5's varint one."""
+    if len(data) > 8 and data[8] == 5:
+        return _compact_layout(data)
     if len(data) < _FIXED + 1:
         return None
     count_at = _FIXED + data[23]
@@ -72,8 +75,44 @@ def header_layout(data: bytes) -> tuple[int, int, list[tuple[int, int]]] | None:
     entries = []
     for i in range(count):
         at = count_at + 1 + _ENTRY * i
-        entries.append((at, struct.unpack_from("<I", data, at + 1)[0]))
+        entries.append((at + 5, struct.unpack_from("<I", data, at + 1)[0]))
     return count_at, header_size, entries
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """A LEB128 value and the position after it, None past the end or beyond 5 bytes."""
+    value = 0
+    for i in range(5):
+        if pos + i >= len(data):
+            return None
+        value |= (data[pos + i] & 0x7F) << (7 * i)
+        if not data[pos + i] & 0x80:
+            return value, pos + i + 1
+    return None
+
+
+def _compact_layout(data: bytes) -> tuple[int, int, list[tuple[int, int]]] | None:
+    """header_layout of version 5 (docs/format.md §14), without checking any value."""
+    pos = 10
+    for _field in range(2):  # width, height
+        got = _varint(data, pos)
+        if got is None:
+            return None
+        pos = got[1]
+    got = _varint(data, pos + 3)  # after quality, backend, map_scale: compact levels
+    if got is None or got[1] + 9 > len(data):
+        return None
+    count_at = got[1] + 9 + data[got[1] + 8]
+    if count_at >= len(data) or data[count_at] > 8:
+        return None
+    pos, entries = count_at + 1, []
+    for _entry in range(data[count_at]):
+        got = _varint(data, pos + 1)
+        if got is None or got[1] + 4 > len(data):
+            return None
+        entries.append((got[1], got[0]))
+        pos = got[1] + 4
+    return (count_at, pos + 4, entries) if pos + 4 <= len(data) else None
 
 
 def layer_boundaries(data: bytes) -> list[int]:
@@ -96,13 +135,83 @@ def fix_crcs(data: bytes) -> bytes:
         return data
     out = bytearray(data)
     _, offset, entries = layout
-    for at, length in entries:
+    for crc_at, length in entries:
         if offset + length <= len(out):
-            struct.pack_into("<I", out, at + 5, zlib.crc32(out[offset : offset + length]))
+            struct.pack_into("<I", out, crc_at, zlib.crc32(out[offset : offset + length]))
         offset += length
     crc_at = layout[1] - 4
     struct.pack_into("<I", out, crc_at, zlib.crc32(out[:crc_at]))
     return bytes(out)
+
+
+def split_file(data: bytes) -> tuple[object, list[tuple[int, int, int]], list[bytes]]:
+    """(header, table entries, payloads) of a valid file of any format version (the
+    container's own parser: version 5's varint layout has no fixed offsets)."""
+    from semcodec.format import container
+
+    header, entries, offset = container._parse_header(data)
+    payloads = []
+    for _kind, length, _crc in entries:
+        payloads.append(data[offset : offset + length])
+        offset += length
+    return header, entries, payloads
+
+
+def reheader(
+    data: bytes,
+    lengths: dict[int, int] | None = None,
+    payloads: dict[int, bytes] | None = None,
+    **fields,
+) -> bytes:
+    """A valid file with header fields replaced, table entries' declared lengths set (by
+    index) and payloads replaced (by index, their lengths and CRCs made to match), the header
+    CRC recomputed, in the file's own format version."""
+    from dataclasses import replace
+
+    from semcodec.format import container
+
+    header, entries, parts = split_file(data)
+    for i, payload in (payloads or {}).items():
+        parts[i] = payload
+        entries[i] = (entries[i][0], len(payload), zlib.crc32(payload))
+    entries = [(k, (lengths or {}).get(i, n), c) for i, (k, n, c) in enumerate(entries)]
+    head = container._head(replace(header, **fields), entries, data[len(container.MAGIC)])
+    return head + b"".join(parts)
+
+
+def _mutate_compact(rng: random.Random, op: str, data: bytes) -> bytes:
+    """Version 5's structured operators: the same mutations, made through its varint layout."""
+    header, entries, parts = split_file(data)
+    if op == "huge_length":
+        i = rng.randrange(len(entries))
+        return reheader(data, lengths={i: rng.choice(_HUGE + (len(data), len(data) + 1))})
+    if op == "huge_dims":
+        w = rng.choice(_HUGE[:-1] + (rng.randrange(1, 1 << 32),))
+        h = rng.choice(_HUGE[:-1] + (rng.randrange(1, 256),))
+        return reheader(data, width=w, height=h)
+    if op == "header_field":  # any header byte, the header CRC recomputed where it was
+        b = bytearray(data)
+        crc_at = len(data) - sum(map(len, parts)) - 4
+        b[rng.randrange(8, crc_at)] = rng.randrange(256)
+        struct.pack_into("<I", b, crc_at, zlib.crc32(b[:crc_at]))
+        return bytes(b)
+    i = rng.randrange(len(parts))
+    payload = bytearray(parts[i])
+    if op == "payload_swap":
+        payload = bytearray(rng.choice(parts))
+    elif op == "payload_bitflip" and payload:
+        for _ in range(rng.choice((1, 1, 3))):
+            payload[rng.randrange(len(payload))] ^= 1 << rng.randrange(8)
+    elif op == "payload_overwrite" and payload:
+        for _ in range(rng.choice((1, 2, 8))):
+            payload[rng.randrange(len(payload))] = rng.choice((0, 255, rng.randrange(256)))
+    elif op == "payload_insert":
+        pos = rng.randrange(len(payload) + 1)
+        payload[pos:pos] = rng.randbytes(rng.choice((1, 4, 64)))
+    elif op == "payload_delete" and payload:
+        pos = rng.randrange(len(payload))
+        del payload[pos : pos + rng.choice((1, 4, 64))]
+    return reheader(data, payloads={i: bytes(payload)})
 
 
 _HUGE = (0xFFFFFFFF, 0x7FFFFFFF, 0x10000000, 0x01000000, 65536, 65535, 16384, 4096, 0)
@@ -118,10 +227,12 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str, bool]:
         )
     )  # fmt: skip
     b = bytearray(data)
+    fixed = op.startswith("payload") or op in ("huge_length", "huge_dims", "header_field")
+    if fixed and data[8] == 5:
+        return _mutate_compact(rng, op, data), op, fixed
     layout = header_layout(data)
     assert layout is not None, "mutate() needs a valid file"
     count_at, header_size, entries = layout
-    fixed = op.startswith("payload") or op in ("huge_length", "huge_dims", "header_field")
     if op == "bitflip":
         for _ in range(rng.choice((1, 1, 2, 8))):
             b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
@@ -140,8 +251,8 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str, bool]:
         pos = rng.randrange(len(b))
         del b[pos : pos + rng.choice((1, 1, 4, 64))]
     elif op == "huge_length":
-        at, _ = rng.choice(entries)
-        struct.pack_into("<I", b, at + 1, rng.choice(_HUGE + (len(data), len(data) + 1)))
+        crc_at, _ = rng.choice(entries)
+        struct.pack_into("<I", b, crc_at - 4, rng.choice(_HUGE + (len(data), len(data) + 1)))
     elif op == "huge_dims":
         w = rng.choice(_HUGE + (rng.randrange(1, 1 << 32),))
         h = rng.choice(_HUGE + (rng.randrange(1, 256),))
@@ -151,8 +262,8 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str, bool]:
         b[pos] = rng.randrange(256)
     else:  # a payload mutation that keeps the structure consistent (lengths and CRCs fixed)
         spans, offset = [], header_size
-        for at, length in entries:
-            spans.append((at, offset, length))
+        for crc_at, length in entries:
+            spans.append((crc_at - 4, offset, length))
             offset += length
         at, start, length = rng.choice(spans)
         payload = bytearray(b[start : start + length])
@@ -221,7 +332,7 @@ def seed_files() -> dict[str, bytes]:
     exif = Image.Exif()
     exif[0x010F] = "ACME"
     tagged.info.update(icc_profile=b"icc-profile-bytes", exif=exif.tobytes(), xmp=b"<x:xmpmeta/>")
-    return {
+    seeds = {
         "rgb-metadata": encode(tagged, 30, "native"),
         "rgb-native": encode(rgb, 60, "native"),
         "gray-avif": encode(Image.fromarray(rgb[:17, :33]).convert("L"), 40, "avif"),
@@ -232,6 +343,31 @@ def seed_files() -> dict[str, bytes]:
         "rgb-enhance-update": _enhance_seed(rgb, update=True),
         "rgb-roi": encode(rgb, 50, "avif", roi=_roi_seed()),
     }
+    # the fixed header of versions 1-4, as earlier releases wrote these files, and version 5's
+    # compact one: a file without prediction (no COMPACT or GATING), gated, enhanced, RGBA
+
+    old = {k: as_fixed_header(v) for k, v in seeds.items()}
+    new = {
+        "rgb-avif-v5": codec.encode(rgb, quality=60),
+        "rgb-gated-v5": seeds["rgb-gated"],
+        "rgb-enhance-v5": seeds["rgb-enhance"],
+        "rgba-native-v5": seeds["rgba-native"],
+    }
+    return {**old, **new}
+
+
+def as_fixed_header(data: bytes) -> bytes:
+    """The file in the oldest fixed-header version (1-4) that holds its layers, as a release
+    before version 5 wrote it: a file without prediction gets its GATING layer back."""
+    from semcodec.format import container
+    from semcodec.format.container import LayerKind
+    from semcodec.format.gating import encode_gating, no_prediction
+
+    header, layers = container.unpack(data)
+    if LayerKind.COMPACT not in layers and LayerKind.GATING not in layers:
+        mh, mw = -(-header.height // header.map_scale), -(-header.width // header.map_scale)
+        layers[LayerKind.GATING] = encode_gating(no_prediction(mh, mw))
+    return container.pack(header, layers, version=0)
 
 
 def _enhance_seed(rgb, update: bool = False) -> bytes:

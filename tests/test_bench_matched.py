@@ -105,7 +105,7 @@ def test_matched_with_a_residual(images: Path) -> None:
     if make_adapter("semcodec", model="tiny").unavailable_reason():
         pytest.skip("tiny model unavailable")
     res = matched.run_matched(
-        sorted(images.glob("*.png")), ["tiny"], setting=30, residual="native", threads=1,
+        sorted(images.glob("*.png")), ["tiny"], setting=45, residual="native", threads=1,
         metrics=["psnr"],
     )  # fmt: skip
     run = res["runs"][0]

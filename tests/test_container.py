@@ -87,6 +87,36 @@ def raw_file(
     return head + struct.pack("<I", crc) + b"".join(p for _, p in layers)
 
 
+def leb128(value: int) -> bytes:
+    """Unsigned LEB128 in its shortest form, written out from docs/format.md §14."""
+    out = b""
+    while value >= 0x80:
+        out += bytes([value & 0x7F | 0x80])
+        value >>= 7
+    return out + bytes([value])
+
+
+def raw_v5(
+    *,
+    width: bytes | None = None,
+    levels: bytes | None = None,
+    layers: list[tuple[int, bytes]] | None = None,
+    lengths: dict[int, bytes] | None = None,
+    name: bytes = b"tiny-v1",
+) -> bytes:
+    """A version-5 file built by hand from docs/format.md §14 (independently of pack); the
+    varints of width, levels and layer lengths may be given as raw bytes (non-shortest forms)."""
+    if layers is None:
+        layers = [(int(k), v) for k, v in LAYERS.items()]
+    head = MAGIC + bytes([5, 3]) + (leb128(7) if width is None else width) + leb128(13)
+    head += bytes([75, 1, 8]) + (leb128(5) if levels is None else levels)
+    head += bytes.fromhex("0123456789abcdef") + bytes([len(name)]) + name + bytes([len(layers)])
+    for kind, payload in layers:
+        length = (lengths or {}).get(kind, leb128(len(payload)))
+        head += bytes([kind]) + length + struct.pack("<I", zlib.crc32(payload))
+    return head + struct.pack("<I", zlib.crc32(head)) + b"".join(p for _, p in layers)
+
+
 def rejects(data: bytes, fragment: str, limits: Limits = Limits()) -> str:
     """Assert that unpack raises CorruptData with a one-line message containing ``fragment``."""
     with pytest.raises(CorruptData) as info:
@@ -110,14 +140,63 @@ def test_round_trip() -> None:
 
 
 def test_hand_built_file_matches_pack() -> None:
-    """The spec in docs/format.md (mirrored by raw_file) and the implementation agree byte for byte."""
-    assert raw_file() == pack(HEADER, LAYERS)
+    """The spec in docs/format.md (mirrored by raw_file and raw_v5) and the implementation
+    agree byte for byte, in the fixed layout (version 1) and the compact one (version 5)."""
+    assert raw_file() == pack(HEADER, LAYERS, version=1)
+    assert raw_v5() == pack(HEADER, LAYERS)
+    assert unpack(raw_v5()) == (HEADER, LAYERS)
 
 
 def test_header_size_formula() -> None:
-    data = pack(HEADER, LAYERS)
+    data = pack(HEADER, LAYERS, version=1)
     header_size = FIXED_HEADER_SIZE + len("tiny-v1") + 1 + 9 * len(LAYERS) + 4
     assert len(data) == header_size + sum(len(v) for v in LAYERS.values())
+    # version 5: magic, version, mode, 1-byte width and height, 3 bytes, 1-byte levels, hash,
+    # name length and name, layer count, entries of kind + varint length + CRC, header CRC
+    data = pack(HEADER, LAYERS)
+    entries = (1 + 1 + 4) + (1 + 2 + 4) + (1 + 1 + 4)  # 9, 256 and 48 bytes of payload
+    header_size = 8 + 2 + 1 + 1 + 3 + 1 + 8 + 1 + len("tiny-v1") + 1 + entries + 4
+    assert len(data) == header_size + sum(len(v) for v in LAYERS.values())
+
+
+def test_version_5_is_written_and_versions_1_to_4_on_request() -> None:
+    assert pack(HEADER, LAYERS)[8] == 5
+    assert pack(HEADER, LAYERS, version=0)[8] == 1  # the oldest that holds the layers
+    with_enhance = {**LAYERS, LayerKind.ENHANCE: b"e"}
+    assert pack(HEADER, with_enhance, version=0)[8] == 4
+    for version in (1, 2, 3, 4, 5):
+        assert unpack(pack(HEADER, LAYERS, version=version)) == (HEADER, LAYERS)
+    with pytest.raises(ValueError, match="needs format version 4"):
+        pack(HEADER, with_enhance, version=3)
+    with pytest.raises(ValueError, match="format version 6"):
+        pack(HEADER, LAYERS, version=6)
+
+
+def test_version_5_file_without_prediction() -> None:
+    """Version 5 lets a file with no prediction leave out COMPACT and GATING (a residual is
+    then required); older versions still need one of them."""
+    m, r = LayerKind.SEMANTIC_MAP, LayerKind.RESIDUAL
+    plain = {m: b"map", r: b"residual"}
+    assert unpack(pack(HEADER, plain)) == (HEADER, plain)
+    for version in (1, 2, 3, 4):
+        with pytest.raises(ValueError, match="missing required layer COMPACT"):
+            pack(HEADER, plain, version=version)
+    rejects(raw_v5(layers=[(m, b"map")]), "needs a RESIDUAL layer")
+    rejects(raw_file(layers=[(m, b"a"), (r, b"")]), "missing required layer COMPACT")
+
+
+def test_version_5_varints() -> None:
+    """Sizes and lengths are LEB128 in their shortest form, below 2**32."""
+    big = Header(**{**HEADER.__dict__, "width": 0xFFFFFFFF, "height": 300, "compact_levels": 65535})
+    assert read_header(pack(big, LAYERS)) == big
+    rejects(raw_v5(width=b"\x87\x00"), "width is not in its shortest varint form")
+    rejects(raw_v5(width=b"\xff\xff\xff\xff\x7f"), "width 34359738367 exceeds 32 bits")
+    rejects(raw_v5(width=b"\x80\x80\x80\x80\x80\x01"), "width varint longer than 5 bytes")
+    rejects(raw_v5(levels=b"\x85\x00"), "compact levels is not in its shortest varint form")
+    entry = {int(LayerKind.COMPACT): b"\x80\x82\x00"}
+    rejects(raw_v5(lengths=entry), "length of layer table entry 1 is not in its shortest")
+    huge = {int(LayerKind.RESIDUAL): leb128(0xFFFFFFFF)}
+    rejects(raw_v5(lengths=huge), "truncated file: layer RESIDUAL declares 4294967295 bytes")
 
 
 @pytest.mark.parametrize(
@@ -152,13 +231,16 @@ def test_empty_and_foreign_input() -> None:
 
 
 def test_unknown_version() -> None:
-    rejects(raw_file(version=5), "unsupported .sem format version 5")
+    rejects(raw_file(version=6), "unsupported .sem format version 6")
     rejects(raw_file(version=0), "unsupported .sem format version 0")
 
 
 def test_truncated_header() -> None:
-    data = pack(HEADER, LAYERS)
+    data = pack(HEADER, LAYERS, version=1)
     for cut in (8, 9, 20, FIXED_HEADER_SIZE, FIXED_HEADER_SIZE + 3, FIXED_HEADER_SIZE + 8, 70):
+        rejects(data[:cut], "truncated header")
+    data = pack(HEADER, LAYERS)
+    for cut in range(8, len(data) - sum(map(len, LAYERS.values()))):
         rejects(data[:cut], "truncated header")
 
 
@@ -274,8 +356,10 @@ def test_pack_rejects_invalid_input() -> None:
         fields = {**HEADER.__dict__, **change}
         with pytest.raises(ValueError):
             pack(Header(**fields), LAYERS)
-    with pytest.raises(ValueError, match="missing required layer"):
+    with pytest.raises(ValueError, match="needs a RESIDUAL layer"):
         pack(HEADER, {LayerKind.SEMANTIC_MAP: b""})
+    with pytest.raises(ValueError, match="missing required layer"):
+        pack(HEADER, {LayerKind.SEMANTIC_MAP: b""}, version=4)
     with pytest.raises(ValueError, match="unknown layer kind"):
         pack(HEADER, {**LAYERS, 9: b""})  # type: ignore[dict-item]
 
@@ -285,8 +369,14 @@ def test_mutation_fuzz() -> None:
     """Every single-byte change (all 255 other values at every position) and every truncation
     of a small RGBA file is caught: CRCs cover every byte of the file."""
     rgba = Header(**{**HEADER.__dict__, "mode": "RGBA"})
-    data = pack(rgba, {**LAYERS, LayerKind.ALPHA: b"\xff" * 17})
-    assert len(data) < 500  # about 100,000 cases, well under a second
+    for version in (4, 5):
+        data = pack(rgba, {**LAYERS, LayerKind.ALPHA: b"\xff" * 17}, version=version)
+        assert len(data) < 500  # about 100,000 cases, well under a second
+        _every_change_caught(data)
+
+
+def _every_change_caught(data: bytes) -> None:
+    """Assert that unpack refuses every single-byte change and every truncation of data."""
     missed = []
     for pos in range(len(data)):
         for value in range(256):
@@ -316,5 +406,7 @@ def test_header_size_is_what_pack_writes_besides_the_payloads(name: str) -> None
     }
     for extra in ({}, {LayerKind.GATING: b"g" * 3, LayerKind.ENHANCE: b"e"}):
         every = {**layers, **extra}
-        size = len(pack(header, every)) - sum(len(v) for v in every.values())
-        assert header_size(name, every) == size
+        lengths = {k: len(v) for k, v in every.items()}
+        for version in (4, 5):
+            size = len(pack(header, every, version=version)) - sum(lengths.values())
+            assert header_size(header, lengths, version) == size

@@ -319,8 +319,9 @@ def test_release_without_network_refuses_the_layer() -> None:
 def test_layer_needs_format_version_4() -> None:
     data, _ = _tiny_file()
     out = _with_layer(data, neutral(11))
-    assert out[8] == 4
-    assert data[8] < 4  # files without the layer keep the older version
+    assert out[8] == 5
+    with pytest.raises(ValueError, match="needs format version 4"):
+        container.pack(*container.unpack(out), version=3)
 
 
 @pytest.mark.slow

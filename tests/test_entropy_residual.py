@@ -16,7 +16,10 @@ from semcodec.format.residual import (
     get_backend,
 )
 from semcodec.format.residual_avif import (
+    as_bare,
+    av1c_of,
     chroma_layout,
+    compact_payload,
     from_uint8,
     split_avif,
     to_uint8,
@@ -157,7 +160,7 @@ def test_avif_byte_table_is_the_rounding_rule() -> None:
 def test_avif_bare_form_decodes_like_the_whole_file(h: int, w: int) -> None:
     """Version 2 drops the HEIF boxes; rebuilt, they give libavif's file and the same pixels."""
     b = get_backend("avif")
-    data = b.encode(_residual(h, w, seed=3), 40)
+    data = as_bare(b.encode(_residual(h, w, seed=3), 40))
     assert data[0] == 2  # this libavif's layout is the one wrap_av1 rebuilds
     av1c, av1 = data[4:8], data[8:]
     whole = wrap_av1(w, h, av1c, av1)
@@ -172,12 +175,13 @@ def test_avif_420_layout_keeps_the_bare_form_and_decodes() -> None:
     the bare form still applies; the decoder needs no flag."""
     b = get_backend("avif")
     rgb = _residual(40, 56, seed=5, amp=3.0)
-    data = b.encode(rgb, 90, layout="4:2:0")
+    data = as_bare(b.encode(rgb, 90, layout="4:2:0"))
     assert data[0] == 2 and data[5] >> 5 == 0  # bare form; av1C seq_profile 0
-    assert b.encode(rgb, 90)[5] >> 5 == 1  # 4:4:4: profile 1
+    assert as_bare(b.encode(rgb, 90))[5] >> 5 == 1  # 4:4:4: profile 1
     assert _psnr(b.decode(data, 40, 56), rgb) > 30
-    assert b.encode(rgb, 90, layout="4:2:0") == data
+    assert as_bare(b.encode(rgb, 90, layout="4:2:0")) == data
     assert chroma_layout(data) == "4:2:0" and chroma_layout(b.encode(rgb, 90)) == "4:4:4"
+    assert chroma_layout(b.encode(rgb, 90, layout="4:2:0")) == "4:2:0"  # version 3
     whole = bytes([1]) + data[1:4] + wrap_av1(56, 40, data[4:8], data[8:])  # version 1
     assert chroma_layout(whole) == "4:2:0" and chroma_layout(b"\x02\x01") is None
     with pytest.raises(ValueError, match="layout"):
@@ -186,9 +190,30 @@ def test_avif_420_layout_keeps_the_bare_form_and_decodes() -> None:
         get_backend("native").encode(rgb, 90, layout="4:2:0")
 
 
+@pytest.mark.parametrize("layout", ["4:4:4", "4:2:0"])
+def test_avif_compact_form_is_the_bare_form_less_nine_bytes(layout: str) -> None:
+    """Version 3 leaves out the mapping (always 1/1 + 128), the av1C (it follows from the
+    sequence header) and the temporal delimiter; put back, they give the bare form's bytes,
+    and both decode to the same pixels."""
+    b = get_backend("avif")
+    r = _residual(40, 56, seed=7)
+    data = b.encode(r, 50, layout=layout)
+    bare = as_bare(data)
+    assert data[0] == 3 and bare[0] == 2 and len(bare) == len(data) + 9
+    assert bare[1:4] == bytes([1, 1, 128]) and bare[8:10] == b"\x12\x00"
+    assert data[1:] == bare[10:] and av1c_of(bare[8:]) == bare[4:8] == av1c_of(data[1:])
+    np.testing.assert_array_equal(b.decode(data, 40, 56), b.decode(bare, 40, 56))
+    assert compact_payload(bare[4:8], bare[8:]) == data
+    other = bytes([bare[4], bare[5], bare[6] ^ 0x04, 0])  # another subsampling
+    assert compact_payload(other, bare[8:]) is None  # the encoder then keeps the bare form
+    assert compact_payload(bare[4:8], bare[10:]) is None  # no temporal delimiter
+    with pytest.raises(CorruptData, match="sequence header"):
+        b.decode(b"\x03" + data[5:], 40, 56)
+
+
 def test_avif_split_refuses_a_layout_it_cannot_rebuild() -> None:
     b = get_backend("avif")
-    data = b.encode(_residual(16, 24), 40)
+    data = as_bare(b.encode(_residual(16, 24), 40))
     whole = wrap_av1(24, 16, data[4:8], data[8:])
     assert split_avif(whole, 24, 17) is None  # another ispe
     assert split_avif(whole + b"\0", 24, 16) is None
@@ -274,9 +299,12 @@ def test_avif_wrong_size_or_header_raises() -> None:
     with pytest.raises(CorruptData):
         b.decode(data, 24, 16)
     with pytest.raises(CorruptData):
-        b.decode(b"\x03" + data[1:], 16, 24)
+        b.decode(b"\x04" + data[1:], 16, 24)
     with pytest.raises(CorruptData):
         b.decode(data[:1] + b"\x00" + data[2:], 16, 24)
+    bare = as_bare(data)
+    with pytest.raises(CorruptData):
+        b.decode(bare[:1] + b"\x00" + bare[2:], 16, 24)  # a zero scale
     flipped = bytearray(data)
     for i in range(40, len(flipped), 7):
         flipped[i] ^= 0xFF

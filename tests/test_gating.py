@@ -25,6 +25,8 @@ from semcodec.format.gating import (
     GatingPlan,
     decode_gating,
     encode_gating,
+    no_prediction,
+    read_plan,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -103,16 +105,17 @@ def codec() -> Codec:
 
 
 def test_gated_file_decodes_to_the_encoders_prediction_with_both_generators(codec: Codec) -> None:
-    """The tiny random generator predicts badly: most tiles code the image itself."""
+    """A gated file (every tile 'base': the tiny random generator predicts badly, so the
+    encoder's own choice would be 'none' everywhere, a file without GATING in version 5)."""
     from semcodec.decoder.pipeline import Decoder, numpy_generator
     from semcodec.zoo.bundles import decoder_parts
 
     rgb = _photo()
-    data = codec.encode(rgb, quality=50)
+    data = codec.encode(rgb, quality=40, gating=gating.GatingConfig(modes=(BASE,)))
     _, layers = container.unpack(data)
     assert LayerKind.GATING in layers
     res = codec.decode(data, keep_base=True)
-    assert res.modes is not None and (res.modes == NONE).any()
+    assert res.modes is not None and (res.modes == BASE).all()
     parts = decoder_parts(codec.bundle)
     dec = Decoder(parts, numpy_generator(parts)).decode(data, keep_base=True)
     assert np.array_equal(np.asarray(dec.image), np.asarray(res.image))
@@ -170,9 +173,10 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
     rgb = _photo()
     data = codec.encode(rgb, none_only)
     header, layers = container.unpack(data)
-    assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
+    assert LayerKind.COMPACT not in layers and LayerKind.GATING not in layers
     res = codec.decode(data, keep_base=True)
     assert (res.base == predict.FLAT).all()  # the prediction is flat grey
+    assert res.modes is not None and (res.modes == NONE).all()
     # the residual coder alone, on the image itself, in the layout of least RD cost
     from semcodec.format.residual import get_backend
 
@@ -184,8 +188,9 @@ def test_a_file_that_uses_no_base_has_no_compact_layer(codec: Codec) -> None:
     fast = codec.encode(rgb, none_only, effort=residual.VERIFY_EFFORT - 1)
     plain = avif.encode(rgb.astype(np.int16) - 128, 60, residual.VERIFY_EFFORT - 1)
     assert container.unpack(fast)[1][LayerKind.RESIDUAL] == plain
+    plan = GatingPlan(8, 4, res.modes)
     with pytest.raises(CorruptData, match="COMPACT"):  # a compact layer no tile uses
-        codec.decode(_repack(data, COMPACT=b"\x00" * 8))
+        codec.decode(_repack(data, GATING=encode_gating(plan), COMPACT=b"\x00" * 8))
     gated = codec.encode(rgb, quality=60)
     if (codec.decode(gated).modes != NONE).any():
         with pytest.raises(CorruptData, match="no COMPACT"):
@@ -196,13 +201,36 @@ def test_container_rules_for_the_gating_layer() -> None:
     h = Header(16, 16, "RGB", "tiny", "0" * 16, 50, 2, 8, 16)
     base = {LayerKind.SEMANTIC_MAP: b"m", LayerKind.RESIDUAL: b"r"}
     with pytest.raises(ValueError, match="COMPACT"):
-        container.pack(h, base)
-    data = container.pack(h, {**base, LayerKind.GATING: b"g"})
+        container.pack(h, base, version=4)
+    assert container.unpack(container.pack(h, base))[1] == base  # version 5: no prediction
+    data = container.pack(h, {**base, LayerKind.GATING: b"g"}, version=0)
     assert data[8] == 3  # format version 3
-    assert container.pack(h, {**base, LayerKind.COMPACT: b"c"})[8] == 1
+    assert container.pack(h, {**base, LayerKind.COMPACT: b"c"}, version=0)[8] == 1
     h0 = Header(16, 16, "RGB", "tiny", "0" * 16, 0, 0, 8, 16)
     with pytest.raises(ValueError, match="RESIDUAL"):
         container.pack(h0, {LayerKind.SEMANTIC_MAP: b"m", LayerKind.GATING: b"g"})
+
+
+def test_a_file_without_prediction_decodes_as_its_gated_version_4_twin(codec: Codec) -> None:
+    """Version 5 leaves the GATING layer of a file without prediction out; the same layers
+    with the layer of every tile 'none' (what version 4 wrote) decode to the same pixels, and
+    a version-1 file (COMPACT, no GATING) still means the generator everywhere."""
+    data = codec.encode(_photo(), quality=60)
+    header, layers = container.unpack(data)
+    assert data[8] == 5 and LayerKind.GATING not in layers and LayerKind.COMPACT not in layers
+    mh, mw = -(-header.height // 8), -(-header.width // 8)
+    plan = no_prediction(mh, mw)
+    assert (plan.modes == NONE).all() and plan.modes.shape == (-(-mh // 8), -(-mw // 8))
+    for tile_blocks, radius in ((8, 4), (4, 0), (16, 32)):
+        modes = np.full((-(-mh // tile_blocks), -(-mw // tile_blocks)), NONE)
+        gating_layer = encode_gating(GatingPlan(tile_blocks, radius, modes))
+        old = container.pack(header, {**layers, LayerKind.GATING: gating_layer}, version=4)
+        assert old[8] == 4 and len(old) > len(data) + len(gating_layer)
+        a, b = codec.decode(data), codec.decode(old)
+        assert np.array_equal(np.asarray(a.image), np.asarray(b.image))
+        assert np.array_equal(a.semantic_map, b.semantic_map)
+    assert read_plan(None, True, mh, mw) is None  # version 1: the generator on every tile
+    assert (read_plan(None, False, mh, mw).modes == NONE).all()
 
 
 def test_info_and_base_layer_of_a_file_without_compact_layer(tmp_path, monkeypatch) -> None:
@@ -251,7 +279,7 @@ def test_from_search_quality_up_the_image_is_coded_without_the_networks(
     data, stats = fast.encode_with_stats(rgb, options)
     assert calls[0] == 0 and "compnet" not in stats.times.wall
     _, layers = container.unpack(data)
-    assert LayerKind.COMPACT not in layers and LayerKind.GATING in layers
+    assert LayerKind.COMPACT not in layers and LayerKind.GATING not in layers
     monkeypatch.undo()  # the generator back; a full search that may only choose 'none'
     calls = _counting_compnet(fast, monkeypatch)
     monkeypatch.setattr(encoder_prediction, "searches", lambda opts: True)

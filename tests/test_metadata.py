@@ -86,8 +86,8 @@ def test_too_much_metadata_is_refused_at_encode():
 
 
 def test_container_writes_version_2_only_with_metadata():
-    plain = pack(HEADER, LAYERS)
-    with_meta = pack(HEADER, {**LAYERS, LayerKind.METADATA: encode_metadata(META)})
+    plain = pack(HEADER, LAYERS, version=0)  # the oldest fixed-header version that holds them
+    with_meta = pack(HEADER, {**LAYERS, LayerKind.METADATA: encode_metadata(META)}, version=0)
     assert plain[8] == 1 and with_meta[8] == 2
     _, layers = unpack(with_meta)
     assert decode_metadata(layers[LayerKind.METADATA]) == META
@@ -95,7 +95,7 @@ def test_container_writes_version_2_only_with_metadata():
 
 
 def test_version_1_files_cannot_carry_metadata():
-    data = bytearray(pack(HEADER, {**LAYERS, LayerKind.METADATA: encode_metadata(META)}))
+    data = bytearray(pack(HEADER, {**LAYERS, LayerKind.METADATA: encode_metadata(META)}, 2))
     data[8] = 1
     import zlib
 
@@ -104,7 +104,7 @@ def test_version_1_files_cannot_carry_metadata():
     data[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(data[:crc_at])))
     with pytest.raises(CorruptData, match="needs format version 2"):
         unpack(bytes(data))
-    assert container.SUPPORTED_VERSIONS == (1, 2, 3, 4)
+    assert container.SUPPORTED_VERSIONS == (1, 2, 3, 4, 5)
 
 
 # ----- through the CLI, the Python API and the Pillow plugin ------------------------------------
@@ -232,7 +232,7 @@ def test_metadata_selection(tmp_path, kinds, kept):
     assert r.exit_code == 0, r.output
     data = sem.read_bytes()
     layers = container.unpack(data)[1]
-    assert (LayerKind.METADATA in layers) == bool(kept) and data[8] == (2 if kept else 1)
+    assert (LayerKind.METADATA in layers) == bool(kept) and data[8] == 5
     _cli("decode", str(sem), "-o", str(tmp_path / "a.png"))
     with Image.open(tmp_path / "a.png") as im:
         assert ("icc_profile" in im.info) == ("icc" in kept)

@@ -119,7 +119,7 @@ def test_the_roi_layer_records_the_request_and_decodes_alone(codec, monkeypatch)
     _fixed_map(codec, monkeypatch)
     cfg = parse_roi("car:2,pedestrian", 1.5)
     data = codec.encode(scene(), quality=40, roi=cfg)
-    assert data[8] == 4  # format version 4: the ROI layer
+    assert data[8] == 5  # format version 5 (the ROI layer needs 4 or later)
     _header, layers = container.unpack(data)
     assert decode_roi(layers[container.LayerKind.ROI]) == cfg
     assert codec.encode(scene(), quality=40, roi=cfg) == data  # deterministic
@@ -140,11 +140,27 @@ def test_quality_zero_has_no_residual_and_no_roi_layer(codec, monkeypatch) -> No
 @pytest.mark.parametrize(("quality", "residual"), sorted(BEFORE_ROI))
 def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> None:
     """Without --roi the encoder writes exactly what the encoder from before ROI wrote (its
-    hashes above), and no ROI layer."""
+    hashes above, of format version 4 files), and no ROI layer: the same file less what format
+    version 5 leaves out (the header's fixed fields, an all-'none' GATING layer, the AVIF
+    residual's mapping, av1C and temporal delimiter), put back here."""
     from semcodec.encoder.codec import Codec
+    from semcodec.encoder.gating import GatingConfig
     from semcodec.format import container
+    from semcodec.format.gating import NONE, GatingPlan, encode_gating
+    from semcodec.format.residual_avif import as_bare
 
-    data = Codec("tiny", bf16=False).encode(scene(), quality=quality, residual=residual)
+    new = Codec("tiny", bf16=False).encode(scene(), quality=quality, residual=residual)
+    header, layers = container.unpack(new)
+    assert new[8] == 5 and container.LayerKind.GATING not in layers
+    if residual == "avif":
+        layers[container.LayerKind.RESIDUAL] = as_bare(layers[container.LayerKind.RESIDUAL])
+    cfg = GatingConfig()
+    mh, mw = -(-header.height // 8), -(-header.width // 8)
+    modes = np.full((-(-mh // cfg.tile_blocks), -(-mw // cfg.tile_blocks)), NONE)
+    layers[container.LayerKind.GATING] = encode_gating(
+        GatingPlan(cfg.tile_blocks, cfg.radius, modes)
+    )
+    data = container.pack(header, layers, version=0)
     map_hash, file_hash = BEFORE_ROI[(quality, residual)]
     _header, layers = container.unpack(data)
     if hashlib.sha256(layers[container.LayerKind.SEMANTIC_MAP]).hexdigest() != map_hash:
@@ -230,7 +246,7 @@ def test_cli_target_size_holds_with_roi(tmp_path) -> None:
     r = _cli(["encode", str(src), "-o", str(out), "--roi", "car", "--target-size", "2500"])
     assert r.exit_code == 0, r.output
     data = out.read_bytes()
-    assert 1500 < len(data) <= 2500 and data[8] == 4  # met, with the ROI layer
+    assert 1500 < len(data) <= 2500 and data[8] == 5  # met, with the ROI layer
 
 
 def test_cli_unknown_class_is_one_line_and_exit_2(tmp_path) -> None:
@@ -298,9 +314,9 @@ def test_the_roi_layer_needs_version_4_and_a_residual() -> None:
 
     header = Header(8, 8, "RGB", "tiny-v1", "0123456789abcdef", 50, 2, 8, 5)
     layers = {LayerKind.SEMANTIC_MAP: b"m", LayerKind.COMPACT: b"c", LayerKind.RESIDUAL: b"r"}
-    data = pack(header, {**layers, LayerKind.ROI: encode_roi(parse_roi("car"))})
+    data = pack(header, {**layers, LayerKind.ROI: encode_roi(parse_roi("car"))}, version=0)
     assert data[8] == 4 and LayerKind.ROI in unpack(data)[1]
-    assert pack(header, layers)[8] == 1  # without it, the oldest version as before
+    assert pack(header, layers, version=0)[8] == 1  # without it, the oldest version as before
     with pytest.raises(ValueError, match="ROI layer present without a RESIDUAL layer"):
         pack(
             Header(8, 8, "RGB", "tiny-v1", "0123456789abcdef", 0, 0, 8, 5),

@@ -44,10 +44,19 @@ CASES = {
     "rgb-q50-roi": (128, 96, "RGB", 50, "avif"),
     # ENHANCE layer version 2: an update of the enhancement network's class bias rows
     "rgb-q40-update": (128, 96, "RGB", 40, "avif"),
+    # format version 5: the compact header; a file without prediction has neither COMPACT nor
+    # GATING; the AVIF residual's version 3 (no mapping, av1C or temporal delimiter), 4:4:4
+    # and 4:2:0; the base layer, gated tiles and alpha in the new header
+    "v5-rgb-q40-enhance": (160, 96, "RGB", 40, "avif"),
+    "v5-rgb-q50-420": (96, 64, "RGB", 50, "avif"),
+    "v5-gray-q30": (72, 40, "L", 30, "avif"),
+    "v5-rgba-q70": (40, 32, "RGBA", 70, "avif"),
+    "v5-rgb-base": (96, 64, "RGB", 0, "avif"),
+    "v5-rgb-q40-mixed": (192, 128, "RGB", 40, "avif"),
 }
 #: cases only for releases with an enhancement network: the layer is set here (gains per
 #: class, offsets, a tile mask), whatever the encoder would choose
-ENHANCED = ("rgb-q40-enhance", "rgb-q30-enhance-native", "rgb-q40-update")
+ENHANCED = ("rgb-q40-enhance", "rgb-q30-enhance-native", "rgb-q40-update", "v5-rgb-q40-enhance")
 #: enhanced cases whose layer also carries an update of the network's class bias rows, set
 #: here (every third row unchanged) within the range that keeps the accumulators exact
 UPDATED = ("rgb-q40-update",)
@@ -58,12 +67,15 @@ ROI = {"rgb-q50-roi": "sky,building:2,road"}
 #: cases encoded with a fixed gating configuration (the others with the codec's default)
 GATING = {"rgb-q50-nocompact": {"modes": (2,)}}
 #: cases drawn by ``structured`` (straight edges beside smooth areas) instead of ``synthetic``
-STRUCTURED = ("rgb-q40-mixed", "rgb-q40-masked")
+STRUCTURED = ("rgb-q40-mixed", "rgb-q40-masked", "v5-rgb-q40-mixed")
+#: cases whose AVIF residual is coded in another chroma layout than the default
+CHROMA = {"v5-rgb-q50-420": "420"}
 #: cases whose tile modes are set here (the encoder's own choice would be one mode): modes
 #: over the 3 x 2 tiles, and whether every compact symbol is coded
 FORCED = {
     "rgb-q40-mixed": ([[0, 1, 2], [2, 0, 1]], True),
     "rgb-q40-masked": ([[1, 2, 1], [2, 1, 2]], False),
+    "v5-rgb-q40-mixed": ([[2, 1, 0], [0, 2, 1]], True),
 }
 
 
@@ -220,7 +232,8 @@ def main(model: str = "default", add: bool = False, root: Path = HERE) -> Path:
         if f"{name}.sem" in record["files"]:
             continue
         gated = {"gating": GatingConfig(**GATING[name])} if name in GATING else {}
-        options = EncodeOptions(quality=q, residual=residual, **gated)
+        chroma = {"chroma": CHROMA[name]} if name in CHROMA else {}
+        options = EncodeOptions(quality=q, residual=residual, **gated, **chroma)
         picture = structured(w, h, i) if name in STRUCTURED else synthetic(w, h, mode, i)
         if name in FORCED:
             data = forced_file(codec, picture, q, *FORCED[name])

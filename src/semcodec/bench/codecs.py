@@ -463,14 +463,15 @@ class SemcodecAdapter(CodecAdapter):
         """Share of tiles per prediction mode of a file (the generator everywhere if ungated)."""
         from semcodec.decoder.maplayer import map_shape
         from semcodec.format import container
-        from semcodec.format.gating import decode_gating, mode_shares
+        from semcodec.format.gating import mode_shares, read_plan
 
         kind = container.LayerKind.GATING
         header, layers = container.unpack_layers(data, (kind,))  # the small layer only
-        gate = layers.get(kind)
-        if gate is None:
+        compact = container.LayerKind.COMPACT in container.layer_sizes(data)
+        plan = read_plan(layers.get(kind), compact, *map_shape(header))
+        if plan is None:
             return {"generator": 1.0, "base": 0.0, "none": 0.0} if header.quality else None
-        return mode_shares(decode_gating(gate, *map_shape(header)).modes)
+        return mode_shares(plan.modes)
 
     def info(self) -> dict[str, Any]:
         """Record model and residual so runs with different models are distinguishable."""

@@ -25,7 +25,8 @@ def file_info(data: bytes) -> dict[str, Any]:
     _, labels = read_map(data)
     labels = full_size_map(labels, header)  # shares of pixels, edge blocks counted as cropped
     release = release_meta(header.model_hash)
-    gate = _gating_info(layers.get(container.LayerKind.GATING), map_shape(header))
+    compact = container.LayerKind.COMPACT in layers
+    gate = _gating_info(layers.get(container.LayerKind.GATING), compact, map_shape(header))
     w, h = header.width, header.height
     payload = sum(len(v) for v in layers.values())
     meta = layers.get(container.LayerKind.METADATA)
@@ -167,14 +168,17 @@ def _release_text(release: dict | None) -> str:
     return f"release {release['name']} of {release['date']}" if release["date"] else release["name"]
 
 
-def _gating_info(data: bytes | None, map_shape: tuple[int, int]) -> dict[str, Any] | None:
-    """Tile count, size and mode shares of a gated file (None: the generator everywhere)."""
-    if data is None:
-        return None
-    from semcodec.format.gating import NONE, decode_gating, mode_shares
+def _gating_info(
+    data: bytes | None, compact: bool, map_shape: tuple[int, int]
+) -> dict[str, Any] | None:
+    """Tile count, size and mode shares of a gated file or one without prediction (None: the
+    generator everywhere)."""
+    from semcodec.format.gating import NONE, mode_shares, read_plan
     from semcodec.format.tiling import MAP_SCALE
 
-    plan = decode_gating(data, *map_shape)
+    plan = read_plan(data, compact, *map_shape)
+    if plan is None:
+        return None
     return {
         "tiles": int(plan.modes.size),
         "tile_px": plan.tile_blocks * MAP_SCALE,

@@ -25,7 +25,7 @@ from semcodec.format.compact import check_payload_size as check_compact_size
 from semcodec.format.compact import decode_compact
 from semcodec.format.container import Header, LayerKind, Limits, pil_pixel_limit
 from semcodec.format.enhance import Adjust, decode_adjust
-from semcodec.format.gating import GatingPlan, decode_gating
+from semcodec.format.gating import GatingPlan, read_plan
 from semcodec.format.map import check_payload_size as check_map_size
 from semcodec.format.map import decode_map as _decode_map_payload
 from semcodec.format.metadata import Metadata, decode_metadata
@@ -210,10 +210,8 @@ class Decoder:
 
     def gating(self, header: Header, layers: dict[LayerKind, bytes]) -> GatingPlan | None:
         """The plan of a gated file, else None."""
-        data = layers.get(LayerKind.GATING)
-        if data is None:
-            return None
-        return decode_gating(data, *map_shape(header))
+        compact = LayerKind.COMPACT in layers
+        return read_plan(layers.get(LayerKind.GATING), compact, *map_shape(header))
 
     def decode(
         self,

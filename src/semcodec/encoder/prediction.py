@@ -142,6 +142,8 @@ def side_layers(
     if gate is None:
         return {LayerKind.COMPACT: compact_layer(analysis, table)}
     used = predict.used_by(gate, *analysis.labels.shape)
+    if not used.any() and (gate.modes == NONE).all():
+        return {}  # no prediction: the file needs neither layer (format version 5)
     out = {LayerKind.GATING: encode_gating(gate)}
     if gate.all_symbols:
         out[LayerKind.COMPACT] = compact_layer(analysis, table)

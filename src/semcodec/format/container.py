@@ -12,9 +12,10 @@ import re
 import struct
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from semcodec.errors import CorruptData
 
@@ -41,11 +42,13 @@ __all__ = [
 ]
 
 MAGIC = b"\x89SEM\r\n\x1a\n"
-FORMAT_VERSION = 4  # the newest this module reads and writes
-# 2 adds the METADATA layer, 3 the GATING layer, 4 the ROI and ENHANCE layers; a file is written
-# with the oldest version that holds its layers, so files without them stay readable by older
-# releases
-SUPPORTED_VERSIONS = (1, 2, 3, 4)
+FORMAT_VERSION = 5  # the newest this module reads, and the one it writes
+# 2 adds the METADATA layer, 3 the GATING layer, 4 the ROI and ENHANCE layers; versions 1-4
+# share the fixed header (written with the oldest of them that holds a file's layers, on
+# request: pack's ``version``); 5 is the compact header (varint sizes and lengths, no flags)
+# and lets a file without prediction leave out both COMPACT and GATING
+SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
+FIXED_LAYOUT_VERSIONS = (1, 2, 3, 4)
 
 
 class ResidualKind(IntEnum):
@@ -84,13 +87,22 @@ FIXED_HEADER_SIZE = _FIXED.size  # 34
 _ENTRY = struct.Struct("<BII")  # kind, length, crc32
 _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")
-_MAX_LAYERS = {1: 4, 2: 5, 3: 6, 4: 8}
+_MAX_LAYERS = {1: 4, 2: 5, 3: 6, 4: 8, 5: 8}
+_MAX_VARINT = 5  # LEB128 bytes of a value below 2**32
+# version 5: magic, version, mode; width, height (varints); quality, backend, map_scale;
+# compact_levels (varint, at most 3 bytes); model_hash; name_len; then name, layer_count, the
+# table and the CRC
+_V5_MAX_FIXED = len(MAGIC) + 2 + 2 * _MAX_VARINT + 3 + 3 + 8 + 1
+_V5_MAX_ENTRY = 1 + _MAX_VARINT + _U32.size  # kind, length (varint), crc32
 # the longest header any supported version can declare: a reader's prefix that holds any header
 MAX_HEADER_SIZE = (
-    FIXED_HEADER_SIZE
+    max(
+        FIXED_HEADER_SIZE
+        + _U8.size
+        + max(_MAX_LAYERS[v] for v in FIXED_LAYOUT_VERSIONS) * _ENTRY.size,
+        _V5_MAX_FIXED + _U8.size + _MAX_LAYERS[5] * _V5_MAX_ENTRY,
+    )
     + MAX_MODEL_NAME
-    + _U8.size
-    + max(_MAX_LAYERS.values()) * _ENTRY.size
     + _U32.size
 )
 
@@ -211,7 +223,7 @@ class Header:
 
 
 def _version_for(kinds: list[int]) -> int:
-    """The oldest format version that can hold these layers (old readers keep reading old files)."""
+    """The oldest fixed-header version (1-4) that can hold these layers."""
     if LayerKind.ROI in kinds or LayerKind.ENHANCE in kinds:
         return 4
     if LayerKind.GATING in kinds:
@@ -244,7 +256,10 @@ def _layer_set_problem(
         if kind not in seen:
             return f"missing required layer {kind.name}"
     if LayerKind.COMPACT not in seen and LayerKind.GATING not in seen:
-        return "missing required layer COMPACT"
+        if version < 5:
+            return "missing required layer COMPACT"
+        if LayerKind.RESIDUAL not in seen:  # no prediction and no residual: nothing coded
+            return "a file without COMPACT and GATING layers needs a RESIDUAL layer"
     if LayerKind.GATING in seen and LayerKind.RESIDUAL not in seen:
         return "GATING layer present without a RESIDUAL layer"
     if LayerKind.ROI in seen and LayerKind.RESIDUAL not in seen:
@@ -275,35 +290,49 @@ ESTIMATED_HEADER = 80
 ESTIMATED_ENTRY = 8
 
 
-def header_size(model_name: str, kinds: Iterable[LayerKind]) -> int:
-    """Exact bytes ``pack`` writes besides the payloads (fixed header, model name, layer table,
-    header CRC) for a file of this model with these layers: the encoder's size estimates."""
-    count = len(set(kinds))
-    name = len(model_name.encode("ascii"))
-    return FIXED_HEADER_SIZE + name + _U8.size + count * _ENTRY.size + _U32.size
+def header_size(
+    header: Header, lengths: Mapping[LayerKind, int], version: int = FORMAT_VERSION
+) -> int:
+    """Exact bytes ``pack`` writes besides the payloads (header, model name, layer table,
+    header CRC) for this header and layers of these lengths, in this format version."""
+    return len(_head(header, [(int(k), n, 0) for k, n in sorted(lengths.items())], version))
 
 
-def sniff(prefix: bytes) -> bool:
-    """Tell whether ``prefix`` starts like a .sem file, cheaply, for Pillow's format detection."""
-    return bytes(prefix[: len(MAGIC)]) == MAGIC
+def _put_varint(value: int) -> bytes:
+    """Unsigned LEB128, the shortest form (version 5's sizes and lengths)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
-def pack(header: Header, layers: dict[LayerKind, bytes]) -> bytes:
-    """Serialise a header and its layers into a complete .sem file; raises ValueError on bad input."""
-    header.validate()
-    kinds = sorted(int(k) for k in layers)
-    problem = _layer_set_problem(header, kinds)
-    if problem is not None:
-        raise ValueError(problem)
-    payloads = [bytes(layers[LayerKind(k)]) for k in kinds]
-    for kind, payload in zip(kinds, payloads, strict=True):
-        if len(payload) > 0xFFFFFFFF:
-            raise ValueError(f"layer {LayerKind(kind).name} is larger than 4 GiB - 1 bytes")
+def _get_varint(view: memoryview, pos: int, what: str) -> tuple[int, int]:
+    """A version-5 varint at ``pos`` and the position after it; CorruptData if the file ends
+    inside it, or it is longer than a u32 needs or than its value needs (one form per value)."""
+    value = 0
+    for i in range(_MAX_VARINT):
+        if pos + i >= len(view):
+            raise CorruptData(f"truncated header: file ends inside the {what}")
+        byte = view[pos + i]
+        value |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            if i and not byte:
+                raise CorruptData(f"{what} is not in its shortest varint form")
+            if value > 0xFFFFFFFF:
+                raise CorruptData(f"{what} {value} exceeds 32 bits")
+            return value, pos + i + 1
+    raise CorruptData(f"{what} varint longer than {_MAX_VARINT} bytes")
+
+
+def _head(header: Header, entries: list[tuple[int, int, int]], version: int) -> bytes:
+    """The header bytes of a file (fields, name, layer table of (kind, length, crc), CRC)."""
     name = header.model_name.encode("ascii")
-    parts = [
-        _FIXED.pack(
+    if version in FIXED_LAYOUT_VERSIONS:
+        fixed = _FIXED.pack(
             MAGIC,
-            _version_for(kinds),
+            version,
             MODES[header.mode],
             header.flags,
             header.width,
@@ -314,14 +343,129 @@ def pack(header: Header, layers: dict[LayerKind, bytes]) -> bytes:
             len(name),
             header.compact_levels,
             bytes.fromhex(header.model_hash),
-        ),
-        name,
-        _U8.pack(len(kinds)),
-    ]
+        )
+        table = b"".join(_ENTRY.pack(kind, length, crc) for kind, length, crc in entries)
+    else:
+        fixed = b"".join(
+            [
+                MAGIC,
+                bytes([version, MODES[header.mode]]),
+                _put_varint(header.width),
+                _put_varint(header.height),
+                bytes([header.quality, header.residual_backend, header.map_scale]),
+                _put_varint(header.compact_levels),
+                bytes.fromhex(header.model_hash),
+                bytes([len(name)]),
+            ]
+        )
+        table = b"".join(
+            bytes([kind]) + _put_varint(length) + _U32.pack(crc) for kind, length, crc in entries
+        )
+    head = fixed + name + bytes([len(entries)]) + table
+    return head + _U32.pack(zlib.crc32(head))
+
+
+def sniff(prefix: bytes) -> bool:
+    """Tell whether ``prefix`` starts like a .sem file, cheaply, for Pillow's format detection."""
+    return bytes(prefix[: len(MAGIC)]) == MAGIC
+
+
+def pack(header: Header, layers: dict[LayerKind, bytes], version: int | None = None) -> bytes:
+    """Serialise a header and its layers into a complete .sem file; raises ValueError on bad
+    input. ``version``: FORMAT_VERSION unless given; 0 writes the oldest fixed-header version
+    (1-4) that holds the layers, which older releases read (tests, conformance of old files)."""
+    header.validate()
+    kinds = sorted(int(k) for k in layers)
+    if version == 0:
+        version = _version_for(kinds)
+    version = FORMAT_VERSION if version is None else version
+    if version not in SUPPORTED_VERSIONS:
+        raise ValueError(f"format version {version} is not one this module writes")
+    problem = _layer_set_problem(header, kinds, version)
+    if problem is not None:
+        raise ValueError(problem)
+    payloads = [bytes(layers[LayerKind(k)]) for k in kinds]
     for kind, payload in zip(kinds, payloads, strict=True):
-        parts.append(_ENTRY.pack(kind, len(payload), zlib.crc32(payload)))
-    head = b"".join(parts)
-    return b"".join([head, _U32.pack(zlib.crc32(head)), *payloads])
+        if len(payload) > 0xFFFFFFFF:
+            raise ValueError(f"layer {LayerKind(kind).name} is larger than 4 GiB - 1 bytes")
+    entries = [(k, len(p), zlib.crc32(p)) for k, p in zip(kinds, payloads, strict=True)]
+    return b"".join([_head(header, entries, version), *payloads])
+
+
+class _Fields(NamedTuple):
+    """A header's fields as read, before their values are checked."""
+
+    mode_code: int
+    flags: int
+    width: int
+    height: int
+    quality: int
+    backend: int
+    map_scale: int
+    compact_levels: int
+    hash_bytes: bytes
+    name_at: int  # where the model name starts
+    name_len: int
+
+
+def _fixed_fields(view: memoryview) -> _Fields:
+    """Versions 1-4: the 34-byte fixed header."""
+    if len(view) < FIXED_HEADER_SIZE:
+        raise CorruptData(
+            f"truncated header: {len(view)} bytes, the fixed header alone is {FIXED_HEADER_SIZE}"
+        )
+    (_m, _v, mode, flags, width, height, quality, backend, scale, name_len, levels, hash_bytes) = (
+        _FIXED.unpack_from(view, 0)
+    )
+    return _Fields(
+        mode, flags, width, height, quality, backend, scale, levels, hash_bytes,
+        FIXED_HEADER_SIZE, name_len,
+    )  # fmt: skip
+
+
+def _compact_fields(view: memoryview) -> _Fields:
+    """Version 5: mode, varint sizes, three bytes, varint levels, the hash and the name length."""
+    pos = len(MAGIC) + 1
+    if len(view) < pos + 1:
+        raise CorruptData("truncated header: file ends before the mode")
+    mode = view[pos]
+    width, pos = _get_varint(view, pos + 1, "width")
+    height, pos = _get_varint(view, pos, "height")
+    if len(view) < pos + 3:
+        raise CorruptData("truncated header: file ends inside the quality, backend and map scale")
+    quality, backend, scale = view[pos], view[pos + 1], view[pos + 2]
+    levels, pos = _get_varint(view, pos + 3, "compact levels")
+    if len(view) < pos + 9:
+        raise CorruptData("truncated header: file ends inside the model hash or name length")
+    hash_bytes, name_len = bytes(view[pos : pos + 8]), view[pos + 8]
+    return _Fields(
+        mode, 0, width, height, quality, backend, scale, levels, hash_bytes, pos + 9, name_len
+    )
+
+
+def _table(
+    view: memoryview, at: int, count: int, version: int
+) -> tuple[list[tuple[int, int, int]], int]:
+    """The layer table of ``count`` entries from ``at`` and the position after it."""
+    if version in FIXED_LAYOUT_VERSIONS:
+        end = at + count * _ENTRY.size
+        if len(view) < end + _U32.size:
+            raise CorruptData(
+                f"truncated header: {len(view)} bytes, the header declares {end + _U32.size} bytes"
+            )
+        return [_ENTRY.unpack_from(view, at + i * _ENTRY.size) for i in range(count)], end
+    entries = []
+    for i in range(count):
+        if len(view) < at + 1:
+            raise CorruptData(f"truncated header: file ends inside layer table entry {i}")
+        length, pos = _get_varint(view, at + 1, f"length of layer table entry {i}")
+        if len(view) < pos + _U32.size:
+            raise CorruptData(f"truncated header: file ends inside layer table entry {i}")
+        entries.append((view[at], length, _U32.unpack_from(view, pos)[0]))
+        at = pos + _U32.size
+    if len(view) < at + _U32.size:
+        raise CorruptData("truncated header: file ends before the header CRC")
+    return entries, at
 
 
 def _parse_header(
@@ -346,27 +490,10 @@ def _parse_header(
             f"unsupported .sem format version {version} (this reader supports "
             f"{', '.join(map(str, SUPPORTED_VERSIONS))})"
         )
-    if size < FIXED_HEADER_SIZE:
-        raise CorruptData(
-            f"truncated header: {size} bytes, the fixed header alone is {FIXED_HEADER_SIZE}"
-        )
-    (
-        _magic,
-        _version,
-        mode_code,
-        flags,
-        width,
-        height,
-        quality,
-        backend,
-        map_scale,
-        name_len,
-        compact_levels,
-        hash_bytes,
-    ) = _FIXED.unpack_from(view, 0)
-    if name_len > MAX_MODEL_NAME:
-        raise CorruptData(f"model name length {name_len} exceeds {MAX_MODEL_NAME}")
-    count_at = FIXED_HEADER_SIZE + name_len
+    f = _fixed_fields(view) if version in FIXED_LAYOUT_VERSIONS else _compact_fields(view)
+    if f.name_len > MAX_MODEL_NAME:
+        raise CorruptData(f"model name length {f.name_len} exceeds {MAX_MODEL_NAME}")
+    count_at = f.name_at + f.name_len
     if size < count_at + 1:
         raise CorruptData("truncated header: file ends inside the model name")
     count = view[count_at]
@@ -374,40 +501,35 @@ def _parse_header(
         raise CorruptData(
             f"layer count {count} exceeds {_MAX_LAYERS[version]} (format version {version})"
         )
-    crc_at = count_at + 1 + count * _ENTRY.size
+    entries, crc_at = _table(view, count_at + 1, count, version)
     header_size = crc_at + _U32.size
-    if size < header_size:
-        raise CorruptData(
-            f"truncated header: {size} bytes, the header declares {header_size} bytes"
-        )
     (stored_crc,) = _U32.unpack_from(view, crc_at)
     actual_crc = zlib.crc32(view[:crc_at])
     if stored_crc != actual_crc:
         raise CorruptData(
             f"header CRC mismatch (stored {stored_crc:08x}, computed {actual_crc:08x})"
         )
-    if mode_code not in _MODE_BY_CODE:
-        raise CorruptData(f"invalid mode code {mode_code} (expected 1, 3 or 4)")
+    if f.mode_code not in _MODE_BY_CODE:
+        raise CorruptData(f"invalid mode code {f.mode_code} (expected 1, 3 or 4)")
     try:
-        model_name = bytes(view[FIXED_HEADER_SIZE:count_at]).decode("ascii")
+        model_name = bytes(view[f.name_at : count_at]).decode("ascii")
     except UnicodeDecodeError:
         raise CorruptData("model name is not ASCII") from None
     header = Header(
-        width=width,
-        height=height,
-        mode=_MODE_BY_CODE[mode_code],
+        width=f.width,
+        height=f.height,
+        mode=_MODE_BY_CODE[f.mode_code],
         model_name=model_name,
-        model_hash=hash_bytes.hex(),
-        quality=quality,
-        residual_backend=backend,
-        map_scale=map_scale,
-        compact_levels=compact_levels,
-        flags=flags,
+        model_hash=f.hash_bytes.hex(),
+        quality=f.quality,
+        residual_backend=f.backend,
+        map_scale=f.map_scale,
+        compact_levels=f.compact_levels,
+        flags=f.flags,
     )
     problem = header.problem()
     if problem is not None:
         raise CorruptData(problem)
-    entries = [_ENTRY.unpack_from(view, count_at + 1 + i * _ENTRY.size) for i in range(count)]
     problem = _layer_set_problem(header, [kind for kind, _, _ in entries], version)
     if problem is not None:
         raise CorruptData(problem)

@@ -26,6 +26,8 @@ __all__ = [
     "encode_gating",
     "decode_gating",
     "mode_shares",
+    "no_prediction",
+    "read_plan",
 ]
 
 GEN, BASE, NONE = 0, 1, 2
@@ -112,6 +114,26 @@ def decode_gating(data: bytes, mh: int, mw: int) -> GatingPlan:
     except (ValueError, RuntimeError, AssertionError) as exc:
         raise CorruptData(f"gating layer: {exc}") from None
     return GatingPlan(tile_blocks, radius, modes, bool(flags & 1))
+
+
+#: the tiles a file without COMPACT and GATING layers (format version 5) is described with:
+#: every tile NONE, so the prediction is flat whatever their size
+NO_PREDICTION_TILE_BLOCKS = 8
+
+
+def no_prediction(mh: int, mw: int) -> GatingPlan:
+    """The plan of a file with no prediction anywhere (neither COMPACT nor GATING layer)."""
+    t = NO_PREDICTION_TILE_BLOCKS
+    return GatingPlan(t, 0, np.full((-(-mh // t), -(-mw // t)), NONE, np.int64))
+
+
+def read_plan(data: bytes | None, compact: bool, mh: int, mw: int) -> GatingPlan | None:
+    """A file's plan from its GATING payload (None: absent) and whether it has a COMPACT
+    layer: the layer's plan; none without prediction (version 5); None (the generator on every
+    tile) for a file of version 1 or 2, which has COMPACT and no GATING."""
+    if data is not None:
+        return decode_gating(data, mh, mw)
+    return None if compact else no_prediction(mh, mw)
 
 
 def mode_shares(modes: np.ndarray) -> dict[str, float]:

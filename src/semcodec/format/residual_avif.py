@@ -55,6 +55,11 @@ __all__ = ["AvifBackend"]
 
 _VERSION_FILE = 1  # header + a whole AVIF file
 _VERSION_BARE = 2  # header + av1C configuration (4 bytes) + AV1 bitstream; boxes rebuilt
+# the version byte alone + AV1 bitstream without its temporal delimiter; the mapping is
+# (_SCALE_NUM, _SCALE_DEN, _OFFSET), the av1C follows from the sequence header, boxes rebuilt
+_VERSION_COMPACT = 3
+_VERSIONS = (_VERSION_FILE, _VERSION_BARE, _VERSION_COMPACT)
+_TEMPORAL_DELIMITER = b"\x12\x00"  # OBU type 2 with a size field of 0: what libavif writes first
 _HEADER = 4
 _AV1C = 4
 _SCALE_NUM = 1
@@ -168,6 +173,102 @@ def _reduced_header_size(seq: bytes) -> tuple[int, int] | None:
     return field(18, wbits) + 1, field(18 + wbits, hbits) + 1
 
 
+class _Bits:
+    """An MSB-first bit reader over a sequence header's payload (AV1 spec 4.10.2 f(n))."""
+
+    def __init__(self, data: bytes):
+        self.data, self.pos = data, 0
+
+    def f(self, n: int) -> int:
+        """The next n bits as an unsigned integer; ValueError past the end."""
+        value = 0
+        for _ in range(n):
+            byte = self.pos >> 3
+            if byte >= len(self.data):
+                raise ValueError("truncated sequence header")
+            value = value << 1 | (self.data[byte] >> (7 - (self.pos & 7)) & 1)
+            self.pos += 1
+        return value
+
+
+def _sequence_av1c(seq: bytes) -> bytes | None:
+    """The 4-byte av1C that a reduced still-picture sequence header OBU payload implies (AV1
+    spec 5.5.1 and 5.5.2; the av1C layout of the AV1-ISOBMFF binding), None for any other."""
+    b = _Bits(seq)
+    profile = b.f(3)
+    if b.f(1) != 1 or b.f(1) != 1 or profile > 2:  # still_picture, reduced_still_picture_header
+        return None
+    level = b.f(5)
+    wbits, hbits = b.f(4) + 1, b.f(4) + 1
+    b.f(wbits), b.f(hbits)  # max frame size
+    b.f(3), b.f(3)  # 128x128 superblock, filter intra, edge filter; superres, cdef, restoration
+    high = b.f(1)
+    twelve = b.f(1) if profile == 2 and high else 0
+    mono = 0 if profile == 1 else b.f(1)
+    primaries, transfer, matrix = (b.f(8), b.f(8), b.f(8)) if b.f(1) else (2, 2, 2)
+    position = 0
+    if mono:
+        sub_x = sub_y = 1
+    elif (primaries, transfer, matrix) == (1, 13, 0):  # sRGB in identity matrix: 4:4:4
+        sub_x = sub_y = 0
+    else:
+        b.f(1)  # color_range
+        if profile == 0:
+            sub_x = sub_y = 1
+        elif profile == 1:
+            sub_x = sub_y = 0
+        elif twelve:
+            sub_x = b.f(1)
+            sub_y = b.f(1) if sub_x else 0
+        else:
+            sub_x, sub_y = 1, 0
+        if sub_x and sub_y:
+            position = b.f(2)
+    flags = high << 6 | twelve << 5 | mono << 4 | sub_x << 3 | sub_y << 2 | position
+    return bytes([0x81, profile << 5 | level, flags, 0])
+
+
+def av1c_of(av1: bytes) -> bytes | None:
+    """The av1C of an AV1 still image (its temporal delimiter left out or not) from its
+    sequence header, None if it has no reduced still-picture header first."""
+    pos = 0
+    try:
+        while pos < len(av1):
+            obu_header = av1[pos]
+            obu_type = (obu_header >> 3) & 0xF
+            if obu_header & 0x04 or not obu_header & 0x02:  # extension, or no size field
+                return None
+            size, pos = _leb128(av1, pos + 1)
+            if obu_type == 1:
+                return _sequence_av1c(av1[pos : pos + size])
+            if obu_type != 2:
+                return None
+            pos += size
+    except ValueError:
+        return None
+    return None
+
+
+def compact_payload(av1c: bytes, av1: bytes) -> bytes | None:
+    """Version 3's payload of the bare parts when the decoder rebuilds them exactly (the
+    temporal delimiter libavif writes, an av1C that follows from the sequence header), else None."""
+    if not av1.startswith(_TEMPORAL_DELIMITER) or av1c_of(av1) != av1c:
+        return None
+    return bytes([_VERSION_COMPACT]) + av1[len(_TEMPORAL_DELIMITER) :]
+
+
+def as_bare(payload: bytes) -> bytes:
+    """A version-3 payload as the version-2 payload it stands for (mapping, av1C and temporal
+    delimiter put back); other payloads as they are."""
+    if payload[:1] != bytes([_VERSION_COMPACT]):
+        return payload
+    av1 = _TEMPORAL_DELIMITER + payload[1:]
+    av1c = av1c_of(av1)
+    if av1c is None:
+        raise CorruptData("avif residual: no reduced still-picture sequence header")
+    return bytes([_VERSION_BARE, _SCALE_NUM, _SCALE_DEN, _OFFSET]) + av1c + av1
+
+
 def split_avif(avif: bytes, width: int, height: int) -> tuple[bytes, bytes] | None:
     """(av1C, AV1 data) when ``wrap_av1`` rebuilds exactly this file, else None."""
     mdat = avif.find(b"mdat")
@@ -184,7 +285,10 @@ def split_avif(avif: bytes, width: int, height: int) -> tuple[bytes, bytes] | No
 def chroma_layout(payload: bytes) -> str | None:
     """The chroma subsampling an AVIF residual payload records ('4:4:4', '4:2:0', ...), read
     from its av1C bytes without decoding; None if the payload has no readable av1C."""
-    data = bytes(payload)
+    try:
+        data = as_bare(bytes(payload))
+    except CorruptData:
+        return None
     if len(data) < _HEADER + _AV1C or data[0] not in (_VERSION_FILE, _VERSION_BARE):
         return None
     if data[0] == _VERSION_BARE:
@@ -377,6 +481,9 @@ class AvifBackend(ResidualBackend):
         parts = split_avif(avif, width, height)
         if parts is None:
             return bytes([_VERSION_FILE, _SCALE_NUM, _SCALE_DEN, _OFFSET]) + avif
+        compact = compact_payload(*parts)
+        if compact is not None:
+            return compact
         return bytes([_VERSION_BARE, _SCALE_NUM, _SCALE_DEN, _OFFSET]) + b"".join(parts)
 
     def decode(self, data: bytes, height: int, width: int) -> np.ndarray:
@@ -402,7 +509,7 @@ class AvifBackend(ResidualBackend):
         """The AVIF's uint8 (H, W, 3) pixels and the 8-bit mapping (num, den, offset) of its
         header; CorruptData if the AVIF is not what we expect."""
         check_size(height, width)
-        data = bytes(data)
+        data = as_bare(bytes(data))
         if len(data) <= _HEADER:
             raise CorruptData("avif residual: payload too short")
         version, num, den, offset = data[:_HEADER]
