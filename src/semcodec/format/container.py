@@ -190,7 +190,7 @@ class Header:
         if not 0 <= self.flags <= 0xFFFF:
             return f"flags {self.flags} out of range 0..65535"
         if self.flags != 0:
-            return f"reserved flags must be 0 in format version {FORMAT_VERSION}, got {self.flags:#06x}"
+            return f"reserved flags must be 0, got {self.flags:#06x}"
         if not (1 <= self.width <= 0xFFFFFFFF and 1 <= self.height <= 0xFFFFFFFF):
             return f"zero or out-of-range image dimensions {self.width}x{self.height}"
         if not 0 <= self.quality <= 100:
