@@ -179,6 +179,27 @@ def reheader(
     return head + b"".join(parts)
 
 
+def _edit_payload(
+    rng: random.Random, op: str, payload: bytearray, others: list[bytes]
+) -> bytearray:
+    """A payload operator on one layer's bytes (``others``: every layer's, for a swap)."""
+    if op == "payload_swap":
+        payload = bytearray(rng.choice(others))
+    elif op == "payload_bitflip" and payload:
+        for _ in range(rng.choice((1, 1, 3))):
+            payload[rng.randrange(len(payload))] ^= 1 << rng.randrange(8)
+    elif op == "payload_overwrite" and payload:
+        for _ in range(rng.choice((1, 2, 8))):
+            payload[rng.randrange(len(payload))] = rng.choice((0, 255, rng.randrange(256)))
+    elif op == "payload_insert":
+        pos = rng.randrange(len(payload) + 1)
+        payload[pos:pos] = rng.randbytes(rng.choice((1, 4, 64)))
+    elif op == "payload_delete" and payload:
+        pos = rng.randrange(len(payload))
+        del payload[pos : pos + rng.choice((1, 4, 64))]
+    return payload
+
+
 def _mutate_compact(rng: random.Random, op: str, data: bytes) -> bytes:
     """Version 5's structured operators: the same mutations, made through its varint layout."""
     header, entries, parts = split_file(data)
@@ -196,21 +217,7 @@ def _mutate_compact(rng: random.Random, op: str, data: bytes) -> bytes:
         struct.pack_into("<I", b, crc_at, zlib.crc32(b[:crc_at]))
         return bytes(b)
     i = rng.randrange(len(parts))
-    payload = bytearray(parts[i])
-    if op == "payload_swap":
-        payload = bytearray(rng.choice(parts))
-    elif op == "payload_bitflip" and payload:
-        for _ in range(rng.choice((1, 1, 3))):
-            payload[rng.randrange(len(payload))] ^= 1 << rng.randrange(8)
-    elif op == "payload_overwrite" and payload:
-        for _ in range(rng.choice((1, 2, 8))):
-            payload[rng.randrange(len(payload))] = rng.choice((0, 255, rng.randrange(256)))
-    elif op == "payload_insert":
-        pos = rng.randrange(len(payload) + 1)
-        payload[pos:pos] = rng.randbytes(rng.choice((1, 4, 64)))
-    elif op == "payload_delete" and payload:
-        pos = rng.randrange(len(payload))
-        del payload[pos : pos + rng.choice((1, 4, 64))]
+    payload = _edit_payload(rng, op, bytearray(parts[i]), parts)
     return reheader(data, payloads={i: bytes(payload)})
 
 
@@ -263,27 +270,13 @@ def mutate(rng: random.Random, data: bytes) -> tuple[bytes, str, bool]:
     else:  # a payload mutation that keeps the structure consistent (lengths and CRCs fixed)
         spans, offset = [], header_size
         for crc_at, length in entries:
-            spans.append((crc_at - 4, offset, length))
+            spans.append((crc_at - 4, offset, length))  # where the length is, the payload
             offset += length
         at, start, length = rng.choice(spans)
-        payload = bytearray(b[start : start + length])
-        if op == "payload_swap":
-            other = rng.choice(spans)
-            payload = bytearray(data[other[1] : other[1] + other[2]])
-        elif op == "payload_bitflip" and payload:
-            for _ in range(rng.choice((1, 1, 3))):
-                payload[rng.randrange(len(payload))] ^= 1 << rng.randrange(8)
-        elif op == "payload_overwrite" and payload:
-            for _ in range(rng.choice((1, 2, 8))):
-                payload[rng.randrange(len(payload))] = rng.choice((0, 255, rng.randrange(256)))
-        elif op == "payload_insert":
-            pos = rng.randrange(len(payload) + 1)
-            payload[pos:pos] = rng.randbytes(rng.choice((1, 4, 64)))
-        elif op == "payload_delete" and payload:
-            pos = rng.randrange(len(payload))
-            del payload[pos : pos + rng.choice((1, 4, 64))]
+        others = [data[other[1] : other[1] + other[2]] for other in spans]
+        payload = _edit_payload(rng, op, bytearray(b[start : start + length]), others)
         b[start : start + length] = payload
-        struct.pack_into("<I", b, at + 1, len(payload))
+        struct.pack_into("<I", b, at, len(payload))
     out = bytes(b)
     return (fix_crcs(out) if fixed else out), op, fixed
 
@@ -359,14 +352,14 @@ def seed_files() -> dict[str, bytes]:
 def as_fixed_header(data: bytes) -> bytes:
     """The file in the oldest fixed-header version (1-4) that holds its layers, as a release
     before version 5 wrote it: a file without prediction gets its GATING layer back."""
+    from semcodec.decoder.maplayer import map_shape
     from semcodec.format import container
     from semcodec.format.container import LayerKind
     from semcodec.format.gating import encode_gating, no_prediction
 
     header, layers = container.unpack(data)
     if LayerKind.COMPACT not in layers and LayerKind.GATING not in layers:
-        mh, mw = -(-header.height // header.map_scale), -(-header.width // header.map_scale)
-        layers[LayerKind.GATING] = encode_gating(no_prediction(mh, mw))
+        layers[LayerKind.GATING] = encode_gating(no_prediction(*map_shape(header)))
     return container.pack(header, layers, version=0)
 
 

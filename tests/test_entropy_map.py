@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from semcodec.errors import CorruptData
-from semcodec.format.map import decode_map, encode_map, get_varint
+from semcodec.format.map import decode_map, encode_map
+from semcodec.format.varint import get_varint
 
 NC = 12
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from semcodec.errors import CorruptData
-from semcodec.format.map import get_varint
 from semcodec.format.residual import (
     BACKENDS,
     ResidualBackend,
@@ -26,6 +25,7 @@ from semcodec.format.residual_avif import (
     wrap_av1,
 )
 from semcodec.format.residual_native import NativeBackend, quality_to_step
+from semcodec.format.varint import get_varint
 
 ALL = pytest.mark.parametrize("name", BACKENDS)
 

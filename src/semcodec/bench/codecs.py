@@ -465,10 +465,9 @@ class SemcodecAdapter(CodecAdapter):
         from semcodec.format import container
         from semcodec.format.gating import mode_shares, read_plan
 
-        kind = container.LayerKind.GATING
-        header, layers = container.unpack_layers(data, (kind,))  # the small layer only
-        compact = container.LayerKind.COMPACT in container.layer_sizes(data)
-        plan = read_plan(layers.get(kind), compact, *map_shape(header))
+        gating, compact = container.LayerKind.GATING, container.LayerKind.COMPACT
+        header, layers = container.unpack_layers(data, (gating, compact))  # the small layers
+        plan = read_plan(layers.get(gating), compact in layers, *map_shape(header))
         if plan is None:
             return {"generator": 1.0, "base": 0.0, "none": 0.0} if header.quality else None
         return mode_shares(plan.modes)

@@ -18,6 +18,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from semcodec.errors import CorruptData
+from semcodec.format.varint import put_varint
 
 __all__ = [
     "FORMAT_VERSION",
@@ -298,16 +299,6 @@ def header_size(
     return len(_head(header, [(int(k), n, 0) for k, n in sorted(lengths.items())], version))
 
 
-def _put_varint(value: int) -> bytes:
-    """Unsigned LEB128, the shortest form (version 5's sizes and lengths)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _get_varint(view: memoryview, pos: int, what: str) -> tuple[int, int]:
     """A version-5 varint at ``pos`` and the position after it; CorruptData if the file ends
     inside it, or it is longer than a u32 needs or than its value needs (one form per value)."""
@@ -350,16 +341,16 @@ def _head(header: Header, entries: list[tuple[int, int, int]], version: int) -> 
             [
                 MAGIC,
                 bytes([version, MODES[header.mode]]),
-                _put_varint(header.width),
-                _put_varint(header.height),
+                put_varint(header.width),
+                put_varint(header.height),
                 bytes([header.quality, header.residual_backend, header.map_scale]),
-                _put_varint(header.compact_levels),
+                put_varint(header.compact_levels),
                 bytes.fromhex(header.model_hash),
                 bytes([len(name)]),
             ]
         )
         table = b"".join(
-            bytes([kind]) + _put_varint(length) + _U32.pack(crc) for kind, length, crc in entries
+            bytes([kind]) + put_varint(length) + _U32.pack(crc) for kind, length, crc in entries
         )
     head = fixed + name + bytes([len(entries)]) + table
     return head + _U32.pack(zlib.crc32(head))

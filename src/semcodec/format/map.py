@@ -23,6 +23,7 @@ import constriction
 import numpy as np
 
 from semcodec.errors import CorruptData
+from semcodec.format.varint import get_varint, put_varint
 
 __all__ = ["encode_map", "decode_map", "check_payload_size", "MAX_SYMBOLS"]
 
@@ -91,32 +92,6 @@ def _check_size(height: int, width: int) -> None:
             raise ValueError(f"{name} must be >= 1, got {v}")
     if height * width > MAX_SYMBOLS:
         raise ValueError(f"map of {height}x{width} exceeds {MAX_SYMBOLS} symbols")
-
-
-def put_varint(v: int) -> bytes:
-    """LEB128 unsigned varint (word counts in the entropy payloads)."""
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def get_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Read a LEB128 varint of at most 5 bytes; CorruptData if truncated or overlong."""
-    v = 0
-    for i in range(5):
-        if pos + i >= len(data):
-            raise CorruptData("truncated varint")
-        b = data[pos + i]
-        v |= (b & 0x7F) << (7 * i)
-        if not b & 0x80:
-            return v, pos + i + 1
-    raise CorruptData("overlong varint")
 
 
 Coder = constriction.stream.queue.RangeEncoder | constriction.stream.queue.RangeDecoder

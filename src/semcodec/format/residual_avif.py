@@ -58,7 +58,6 @@ _VERSION_BARE = 2  # header + av1C configuration (4 bytes) + AV1 bitstream; boxe
 # the version byte alone + AV1 bitstream without its temporal delimiter; the mapping is
 # (_SCALE_NUM, _SCALE_DEN, _OFFSET), the av1C follows from the sequence header, boxes rebuilt
 _VERSION_COMPACT = 3
-_VERSIONS = (_VERSION_FILE, _VERSION_BARE, _VERSION_COMPACT)
 _TEMPORAL_DELIMITER = b"\x12\x00"  # OBU type 2 with a size field of 0: what libavif writes first
 _HEADER = 4
 _AV1C = 4
@@ -130,49 +129,6 @@ def _leb128(data: bytes, pos: int) -> tuple[int, int]:
     raise ValueError("leb128 too long")
 
 
-def av1_still_size(av1: bytes) -> tuple[int, int] | None:
-    """(width, height) from a reduced still-picture sequence header, None for any other stream.
-
-    Why: the rebuilt boxes carry the container's size, but the pixels come from the AV1 data;
-    the two must be checked to agree (libavif does not), and in a reduced still-picture header
-    the frame size is exactly the sequence header's maximum.
-    """
-    pos = 0
-    try:
-        while pos < len(av1):
-            obu_header = av1[pos]
-            obu_type = (obu_header >> 3) & 0xF
-            pos += 2 if obu_header & 0x04 else 1  # extension byte
-            if not obu_header & 0x02:  # no size field: not what libavif writes
-                return None
-            size, pos = _leb128(av1, pos)
-            if obu_type == 1:  # sequence header
-                return _reduced_header_size(av1[pos : pos + size])
-            if obu_type != 2:  # only a temporal delimiter may come first
-                return None
-            pos += size
-    except ValueError:
-        return None
-    return None
-
-
-def _reduced_header_size(seq: bytes) -> tuple[int, int] | None:
-    """Frame size of a reduced still-picture sequence header OBU payload (AV1 spec 5.5.1)."""
-    bits = "".join(f"{b:08b}" for b in seq[:16])
-
-    def field(start: int, n: int) -> int:
-        if start + n > len(bits):
-            raise ValueError("truncated sequence header")
-        return int(bits[start : start + n], 2)
-
-    # seq_profile(3) still_picture(1) reduced_still_picture_header(1) seq_level_idx(5)
-    if field(3, 1) != 1 or field(4, 1) != 1:
-        return None
-    wbits = field(10, 4) + 1
-    hbits = field(14, 4) + 1
-    return field(18, wbits) + 1, field(18 + wbits, hbits) + 1
-
-
 class _Bits:
     """An MSB-first bit reader over a sequence header's payload (AV1 spec 4.10.2 f(n))."""
 
@@ -189,6 +145,53 @@ class _Bits:
             value = value << 1 | (self.data[byte] >> (7 - (self.pos & 7)) & 1)
             self.pos += 1
         return value
+
+
+def _sequence_header(av1: bytes) -> bytes | None:
+    """The sequence header OBU's payload of an AV1 still image (after at most a temporal
+    delimiter), None for any other stream or one that ends inside an OBU's size."""
+    pos = 0
+    try:
+        while pos < len(av1):
+            obu_header = av1[pos]
+            obu_type = (obu_header >> 3) & 0xF
+            pos += 2 if obu_header & 0x04 else 1  # extension byte
+            if not obu_header & 0x02:  # no size field: not what libavif writes
+                return None
+            size, pos = _leb128(av1, pos)
+            if obu_type == 1:
+                return av1[pos : pos + size]
+            if obu_type != 2:  # only a temporal delimiter may come first
+                return None
+            pos += size
+    except ValueError:
+        return None
+    return None
+
+
+def av1_still_size(av1: bytes) -> tuple[int, int] | None:
+    """(width, height) from a reduced still-picture sequence header, None for any other stream.
+
+    Why: the rebuilt boxes carry the container's size, but the pixels come from the AV1 data;
+    the two must be checked to agree (libavif does not), and in a reduced still-picture header
+    the frame size is exactly the sequence header's maximum.
+    """
+    seq = _sequence_header(av1)
+    try:
+        return None if seq is None else _reduced_header_size(seq)
+    except ValueError:
+        return None
+
+
+def _reduced_header_size(seq: bytes) -> tuple[int, int] | None:
+    """Frame size of a reduced still-picture sequence header OBU payload (AV1 spec 5.5.1)."""
+    b = _Bits(seq)
+    b.f(3)  # seq_profile
+    if b.f(1) != 1 or b.f(1) != 1:  # still_picture, reduced_still_picture_header
+        return None
+    b.f(5)  # seq_level_idx
+    wbits, hbits = b.f(4) + 1, b.f(4) + 1
+    return b.f(wbits) + 1, b.f(hbits) + 1
 
 
 def _sequence_av1c(seq: bytes) -> bytes | None:
@@ -231,22 +234,11 @@ def _sequence_av1c(seq: bytes) -> bytes | None:
 def av1c_of(av1: bytes) -> bytes | None:
     """The av1C of an AV1 still image (its temporal delimiter left out or not) from its
     sequence header, None if it has no reduced still-picture header first."""
-    pos = 0
+    seq = _sequence_header(av1)
     try:
-        while pos < len(av1):
-            obu_header = av1[pos]
-            obu_type = (obu_header >> 3) & 0xF
-            if obu_header & 0x04 or not obu_header & 0x02:  # extension, or no size field
-                return None
-            size, pos = _leb128(av1, pos + 1)
-            if obu_type == 1:
-                return _sequence_av1c(av1[pos : pos + size])
-            if obu_type != 2:
-                return None
-            pos += size
+        return None if seq is None else _sequence_av1c(seq)
     except ValueError:
         return None
-    return None
 
 
 def compact_payload(av1c: bytes, av1: bytes) -> bytes | None:

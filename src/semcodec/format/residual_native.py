@@ -43,7 +43,6 @@ import constriction
 import numpy as np
 
 from semcodec.errors import CorruptData
-from semcodec.format.map import get_varint, put_varint
 from semcodec.format.residual import (
     DEFAULT_EFFORT,
     RESIDUAL_MAX,
@@ -53,6 +52,7 @@ from semcodec.format.residual import (
     check_residual,
     check_size,
 )
+from semcodec.format.varint import get_varint, put_varint
 
 __all__ = ["BLOCK_SIZES", "NativeBackend", "quality_to_step"]
 
