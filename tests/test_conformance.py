@@ -124,6 +124,20 @@ def test_every_shipped_model_has_conformance_files_of_its_weights():
         assert sorted(p.name for p in d.glob("*.sem")) == sorted(record["files"])
 
 
+def test_the_default_releases_files_hold_every_avif_residual_version_it_writes():
+    """Every form the encoder may write of the AVIF residual (versions 2 to 4: bare, compact,
+    terse) is in a conformance file, so none can stop decoding unnoticed."""
+    from semcodec.format import container
+
+    versions = set()
+    for path in default_folder().glob("*.sem"):
+        header, layers = container.unpack(path.read_bytes())
+        residual = layers.get(container.LayerKind.RESIDUAL, b"")
+        if header.residual_backend == 2 and residual:
+            versions.add(residual[0])
+    assert {2, 3, 4} <= versions, sorted(versions)
+
+
 @pytest.mark.slow
 def test_every_release_with_files_keeps_its_decoder_parts_installed():
     """Files written by any release decode after newer releases ship: its parts stay."""

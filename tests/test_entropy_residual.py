@@ -15,12 +15,15 @@ from semcodec.format.residual import (
     get_backend,
 )
 from semcodec.format.residual_avif import (
+    SequenceFields,
     as_bare,
     av1c_of,
     chroma_layout,
     compact_payload,
     from_uint8,
+    sequence_payload,
     split_avif,
+    terse_payload,
     to_uint8,
     wrap_av1,
 )
@@ -28,6 +31,12 @@ from semcodec.format.residual_native import NativeBackend, quality_to_step
 from semcodec.format.varint import get_varint
 
 ALL = pytest.mark.parametrize("name", BACKENDS)
+
+
+def _bare_parts(payload: bytes, w: int, h: int) -> tuple[bytes, bytes]:
+    """The av1C and AV1 bitstream a payload stands for."""
+    bare = as_bare(payload, w, h)
+    return bare[4:8], bare[8:]
 
 
 def _residual(h: int, w: int, seed: int = 0, amp: float = 20.0) -> np.ndarray:
@@ -160,7 +169,7 @@ def test_avif_byte_table_is_the_rounding_rule() -> None:
 def test_avif_bare_form_decodes_like_the_whole_file(h: int, w: int) -> None:
     """Version 2 drops the HEIF boxes; rebuilt, they give libavif's file and the same pixels."""
     b = get_backend("avif")
-    data = as_bare(b.encode(_residual(h, w, seed=3), 40))
+    data = as_bare(b.encode(_residual(h, w, seed=3), 40), w, h)
     assert data[0] == 2  # this libavif's layout is the one wrap_av1 rebuilds
     av1c, av1 = data[4:8], data[8:]
     whole = wrap_av1(w, h, av1c, av1)
@@ -175,13 +184,14 @@ def test_avif_420_layout_keeps_the_bare_form_and_decodes() -> None:
     the bare form still applies; the decoder needs no flag."""
     b = get_backend("avif")
     rgb = _residual(40, 56, seed=5, amp=3.0)
-    data = as_bare(b.encode(rgb, 90, layout="4:2:0"))
+    data = as_bare(b.encode(rgb, 90, layout="4:2:0"), 56, 40)
     assert data[0] == 2 and data[5] >> 5 == 0  # bare form; av1C seq_profile 0
-    assert as_bare(b.encode(rgb, 90))[5] >> 5 == 1  # 4:4:4: profile 1
+    assert as_bare(b.encode(rgb, 90), 56, 40)[5] >> 5 == 1  # 4:4:4: profile 1
     assert _psnr(b.decode(data, 40, 56), rgb) > 30
-    assert as_bare(b.encode(rgb, 90, layout="4:2:0")) == data
+    assert as_bare(b.encode(rgb, 90, layout="4:2:0"), 56, 40) == data
     assert chroma_layout(data) == "4:2:0" and chroma_layout(b.encode(rgb, 90)) == "4:4:4"
-    assert chroma_layout(b.encode(rgb, 90, layout="4:2:0")) == "4:2:0"  # version 3
+    assert chroma_layout(b.encode(rgb, 90, layout="4:2:0")) == "4:2:0"  # version 4
+    assert chroma_layout(compact_payload(data[4:8], data[8:])) == "4:2:0"  # version 3
     whole = bytes([1]) + data[1:4] + wrap_av1(56, 40, data[4:8], data[8:])  # version 1
     assert chroma_layout(whole) == "4:2:0" and chroma_layout(b"\x02\x01") is None
     with pytest.raises(ValueError, match="layout"):
@@ -197,13 +207,13 @@ def test_avif_compact_form_is_the_bare_form_less_nine_bytes(layout: str) -> None
     and both decode to the same pixels."""
     b = get_backend("avif")
     r = _residual(40, 56, seed=7)
-    data = b.encode(r, 50, layout=layout)
-    bare = as_bare(data)
+    bare = as_bare(b.encode(r, 50, layout=layout), 56, 40)
+    data = compact_payload(bare[4:8], bare[8:])
+    assert data is not None and as_bare(data, 56, 40) == bare
     assert data[0] == 3 and bare[0] == 2 and len(bare) == len(data) + 9
     assert bare[1:4] == bytes([1, 1, 128]) and bare[8:10] == b"\x12\x00"
     assert data[1:] == bare[10:] and av1c_of(bare[8:]) == bare[4:8] == av1c_of(data[1:])
     np.testing.assert_array_equal(b.decode(data, 40, 56), b.decode(bare, 40, 56))
-    assert compact_payload(bare[4:8], bare[8:]) == data
     other = bytes([bare[4], bare[5], bare[6] ^ 0x04, 0])  # another subsampling
     assert compact_payload(other, bare[8:]) is None  # the encoder then keeps the bare form
     assert compact_payload(bare[4:8], bare[10:]) is None  # no temporal delimiter
@@ -211,9 +221,66 @@ def test_avif_compact_form_is_the_bare_form_less_nine_bytes(layout: str) -> None
         b.decode(b"\x03" + data[5:], 40, 56)
 
 
+def test_sequence_header_written_from_the_spec_is_libavifs() -> None:
+    """The reduced still-picture sequence header written from AV1 5.5.1-5.5.2 for a 512x768
+    4:4:4 picture (level 4; filter intra, intra edge filter and CDEF on; full range) is the
+    payload libavif 1.4 with aom 3.14 wrote for kodim19 at effort 5."""
+    fields = SequenceFields(1, 4, 0b011010, 1, 0, 0)
+    assert sequence_payload(fields, 512, 768) == bytes.fromhex("39227ff7fb4808683480")
+    assert SequenceFields.unpack(fields.pack()) == fields
+    with pytest.raises(CorruptData, match="too large"):
+        sequence_payload(fields, 1 << 17, 8)
+    with pytest.raises(CorruptData, match="sample position"):
+        SequenceFields.unpack(SequenceFields(1, 4, 0, 1, 2, 0).pack())
+
+
+@pytest.mark.parametrize("layout", ["4:4:4", "4:2:0"])
+@pytest.mark.parametrize("h, w", [(1, 1), (40, 56), (77, 131)])
+def test_avif_terse_form_is_the_compact_form_less_its_obu_headers(
+    layout: str, h: int, w: int
+) -> None:
+    """Version 4 keeps 2 bytes of the sequence header and the frame OBU's payload; the
+    decoder rebuilds the OBU headers and sizes and the sequence header from them and the
+    picture's size: the version-2 payload's bytes, the same pixels."""
+    b = get_backend("avif")
+    data = b.encode(_residual(h, w, seed=11), 50, layout=layout)
+    bare = as_bare(data, w, h)
+    compact = compact_payload(bare[4:8], bare[8:])
+    assert data[0] == 4 and bare[0] == 2 and compact is not None
+    seq = sequence_payload(SequenceFields.unpack(data[1:3]), w, h)
+    assert compact[1:3] == bytes([0x0A, len(seq)]) and compact[3 : 3 + len(seq)] == seq
+    frame = compact[3 + len(seq) :]
+    assert frame[0] == 0x32 and get_varint(frame, 1) == (len(data) - 3, len(frame) - len(data) + 3)
+    assert frame.endswith(data[3:])
+    assert terse_payload(bare[4:8], bare[8:], w, h) == data
+    np.testing.assert_array_equal(b.decode(data, h, w), b.decode(bare, h, w))
+    assert chroma_layout(data) == layout
+
+
+def test_terse_form_only_where_it_rebuilds_exactly() -> None:
+    """The encoder keeps version 3 where the rebuilt bytes would differ: another av1C, no
+    temporal delimiter, another size, an OBU after the frame, a size field longer than it
+    needs; and the decoder refuses a version-4 payload that stands for no valid header."""
+    b = get_backend("avif")
+    bare = as_bare(b.encode(_residual(40, 56, seed=2), 50), 56, 40)
+    av1c, av1 = bare[4:8], bare[8:]
+    assert terse_payload(av1c, av1, 56, 40) is not None
+    assert terse_payload(bytes([av1c[0], av1c[1], av1c[2] ^ 0x04, 0]), av1, 56, 40) is None
+    assert terse_payload(av1c, av1[2:], 56, 40) is None
+    assert terse_payload(av1c, av1, 56, 41) is None
+    assert terse_payload(av1c, av1 + b"\x7a\x00", 56, 40) is None  # a padding OBU
+    seq_end = 2 + 2 + av1[3]
+    frame = av1[seq_end:]
+    assert frame[0] == 0x32 and frame[1] & 0x80  # a 2-byte size field here
+    longer = frame[:1] + bytes([frame[1], frame[2] | 0x80, 0]) + frame[3:]
+    assert terse_payload(av1c, av1[:seq_end] + longer, 56, 40) is None
+    with pytest.raises(CorruptData):
+        b.decode(b"\x04\x00", 40, 56)
+
+
 def test_avif_split_refuses_a_layout_it_cannot_rebuild() -> None:
     b = get_backend("avif")
-    data = as_bare(b.encode(_residual(16, 24), 40))
+    data = as_bare(b.encode(_residual(16, 24), 40), 24, 16)
     whole = wrap_av1(24, 16, data[4:8], data[8:])
     assert split_avif(whole, 24, 17) is None  # another ispe
     assert split_avif(whole + b"\0", 24, 16) is None
@@ -294,15 +361,18 @@ def test_native_garbage_after_valid_header_never_crashes() -> None:
 
 
 def test_avif_wrong_size_or_header_raises() -> None:
+    """Payloads of versions 1-3 carry the frame size, checked against the container's (in
+    version 4 it is the container's, under the header's CRC)."""
     b = get_backend("avif")
     data = b.encode(_residual(16, 24, seed=7), 50)
+    for older in (as_bare(data, 24, 16), compact_payload(*_bare_parts(data, 24, 16))):
+        with pytest.raises(CorruptData, match="size"):
+            b.decode(older, 24, 16)
     with pytest.raises(CorruptData):
-        b.decode(data, 24, 16)
+        b.decode(b"\x05" + data[1:], 16, 24)
     with pytest.raises(CorruptData):
-        b.decode(b"\x04" + data[1:], 16, 24)
-    with pytest.raises(CorruptData):
-        b.decode(data[:1] + b"\x00" + data[2:], 16, 24)
-    bare = as_bare(data)
+        b.decode(data[:3], 16, 24)  # version 4 without a frame
+    bare = as_bare(data, 24, 16)
     with pytest.raises(CorruptData):
         b.decode(bare[:1] + b"\x00" + bare[2:], 16, 24)  # a zero scale
     flipped = bytearray(data)

@@ -142,7 +142,7 @@ def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> No
     """Without --roi the encoder writes exactly what the encoder from before ROI wrote (its
     hashes above, of format version 4 files), and no ROI layer: the same file less what format
     version 5 leaves out (the header's fixed fields, an all-'none' GATING layer, the AVIF
-    residual's mapping, av1C and temporal delimiter), put back here."""
+    residual's mapping, av1C, temporal delimiter, sequence header and OBU headers), put back here."""
     from semcodec.encoder.codec import Codec
     from semcodec.encoder.gating import GatingConfig
     from semcodec.format import container
@@ -153,7 +153,8 @@ def test_files_without_roi_are_byte_identical_to_before(quality, residual) -> No
     header, layers = container.unpack(new)
     assert new[8] == 5 and container.LayerKind.GATING not in layers
     if residual == "avif":
-        layers[container.LayerKind.RESIDUAL] = as_bare(layers[container.LayerKind.RESIDUAL])
+        residual_layer = layers[container.LayerKind.RESIDUAL]
+        layers[container.LayerKind.RESIDUAL] = as_bare(residual_layer, header.width, header.height)
     cfg = GatingConfig()
     mh, mw = -(-header.height // 8), -(-header.width // 8)
     modes = np.full((-(-mh // cfg.tile_blocks), -(-mw // cfg.tile_blocks)), NONE)

@@ -53,6 +53,11 @@ CASES = {
     "v5-rgba-q70": (40, 32, "RGBA", 70, "avif"),
     "v5-rgb-base": (96, 64, "RGB", 0, "avif"),
     "v5-rgb-q40-mixed": (192, 128, "RGB", 40, "avif"),
+    # the AVIF residual's version 4 (2 bytes of the sequence header, the frame OBU's payload):
+    # 4:4:4, 4:2:0 and a grey picture
+    "avif4-rgb-q40": (160, 96, "RGB", 40, "avif"),
+    "avif4-rgb-q50-420": (96, 64, "RGB", 50, "avif"),
+    "avif4-gray-q30": (72, 40, "L", 30, "avif"),
 }
 #: cases only for releases with an enhancement network: the layer is set here (gains per
 #: class, offsets, a tile mask), whatever the encoder would choose
@@ -69,7 +74,7 @@ GATING = {"rgb-q50-nocompact": {"modes": (2,)}}
 #: cases drawn by ``structured`` (straight edges beside smooth areas) instead of ``synthetic``
 STRUCTURED = ("rgb-q40-mixed", "rgb-q40-masked", "v5-rgb-q40-mixed")
 #: cases whose AVIF residual is coded in another chroma layout than the default
-CHROMA = {"v5-rgb-q50-420": "420"}
+CHROMA = {"v5-rgb-q50-420": "420", "avif4-rgb-q50-420": "420"}
 #: cases whose tile modes are set here (the encoder's own choice would be one mode): modes
 #: over the 3 x 2 tiles, and whether every compact symbol is coded
 FORCED = {
