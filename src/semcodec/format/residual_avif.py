@@ -58,6 +58,7 @@ from semcodec.format.residual import (
     check_size,
     plus_prediction,
 )
+from semcodec.format.varint import put_varint
 
 __all__ = ["AvifBackend"]
 
@@ -268,9 +269,8 @@ class _BitWriter:
 
     def trailing(self) -> bytes:
         """The bits, a 1 and zeros up to a whole byte."""
-        pad = 8 - (self.count + 1) % 8 if (self.count + 1) % 8 else 0
-        total = self.count + 1 + pad
-        return ((self.value << 1 | 1) << pad).to_bytes(total // 8, "big")
+        pad = -(self.count + 1) % 8
+        return ((self.value << 1 | 1) << pad).to_bytes((self.count + 1 + pad) // 8, "big")
 
 
 @dataclass(frozen=True)
@@ -363,14 +363,8 @@ def _fields_of(seq: bytes) -> SequenceFields | None:
 
 
 def _obu(header: int, payload: bytes) -> bytes:
-    """An OBU with its size field (LEB128, shortest form)."""
-    size, n = bytearray(), len(payload)
-    while True:
-        size.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            break
-    return bytes([header]) + bytes(size) + payload
+    """An OBU with its size field (AV1's leb128, in its shortest form)."""
+    return bytes([header]) + put_varint(len(payload)) + payload
 
 
 def terse_payload(av1c: bytes, av1: bytes, width: int, height: int) -> bytes | None:
@@ -391,11 +385,11 @@ def terse_payload(av1c: bytes, av1: bytes, width: int, height: int) -> bytes | N
         return None
     frame = av1[len(head) :]
     try:
-        size, start = _leb128(frame, 1)
+        start = _leb128(frame, 1)[1]
     except ValueError:
         return None
     payload = frame[start:]
-    if frame[0] != _FRAME_OBU or size != len(payload) or _obu(_FRAME_OBU, payload) != frame:
+    if _obu(_FRAME_OBU, payload) != frame:  # the header, and a size that is the rest's
         return None
     return bytes([_VERSION_TERSE]) + fields.pack() + payload
 
@@ -684,6 +678,11 @@ class AvifBackend(ResidualBackend):
         """The AVIF's uint8 (H, W, 3) pixels and the 8-bit mapping (num, den, offset) of its
         header; CorruptData if the AVIF is not what we expect."""
         check_size(height, width)
+        if data[:1] and data[0] > _VERSION_TERSE:
+            raise CorruptData(
+                f"avif residual: payload version {data[0]} is newer than this release reads "
+                f"(1 to {_VERSION_TERSE})"
+            )
         data = as_bare(bytes(data), width, height)
         if len(data) <= _HEADER:
             raise CorruptData("avif residual: payload too short")
