@@ -489,7 +489,8 @@ class Harness:
             elif target == "mapfile":  # decode --layer map: header and map layer only
                 sem = fix_crcs(data[1:])
                 hdr, labels = self.read_map(sem)
-                assert labels.shape == (-(-hdr.height // 8), -(-hdr.width // 8))
+                s = hdr.map_scale  # any 1..255 (docs/format.md §1): the map is the image over it
+                assert labels.shape == (-(-hdr.height // s), -(-hdr.width // s))
             elif target == "enhance":
                 adj = self.decode_adjust(payload, 11, h, w)
                 assert adj.gains.shape == (12,) and 0 <= adj.gains.min() and adj.gains.max() <= 15

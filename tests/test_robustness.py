@@ -252,6 +252,23 @@ def test_limits_are_configurable(seeds):
     assert tight.decode(seeds["rgb-base"]).image.size == (16, 16)
 
 
+def test_the_fuzz_harness_takes_the_map_of_any_scale(seeds):
+    """A file whose header says map scale 40 (any of 1..255 is valid, docs/format.md §1) has a
+    map of the image over 40: the fuzzer's map target accepts it (it once asserted 8)."""
+    import dataclasses
+
+    from semcodec.format import container
+    from semcodec.format.map import encode_map
+
+    header, layers = container.unpack(seeds["rgb-base"])
+    header = dataclasses.replace(header, map_scale=40)
+    layers[container.LayerKind.SEMANTIC_MAP] = encode_map(np.zeros((1, 1), np.uint8), 12)
+    data = container.pack(header, layers)
+    hdr, labels = FUZZ.Harness().read_map(data)
+    assert hdr.map_scale == 40 and labels.shape == (1, 1)
+    FUZZ.Harness().run(b"\x08" + data)  # the mapfile target
+
+
 def test_model_name_is_never_opened_as_a_path(seeds):
     """A forged model name such as '/proc/kcore' must not make the decoder read that file."""
     data = FUZZ.reheader(seeds["rgb-base"], model_name="/proc/kcore")
