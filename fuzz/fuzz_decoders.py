@@ -81,14 +81,13 @@ def header_layout(data: bytes) -> tuple[int, int, list[tuple[int, int]]] | None:
 
 def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
     """A LEB128 value and the position after it, None past the end or beyond 5 bytes."""
-    value = 0
-    for i in range(5):
-        if pos + i >= len(data):
-            return None
-        value |= (data[pos + i] & 0x7F) << (7 * i)
-        if not data[pos + i] & 0x80:
-            return value, pos + i + 1
-    return None
+    from semcodec.errors import CorruptData
+    from semcodec.format.varint import get_varint
+
+    try:
+        return get_varint(data, pos)
+    except CorruptData:
+        return None
 
 
 def _compact_layout(data: bytes) -> tuple[int, int, list[tuple[int, int]]] | None:

@@ -210,9 +210,28 @@ def _reduced_header_size(seq: bytes) -> tuple[int, int] | None:
     return b.f(wbits) + 1, b.f(hbits) + 1
 
 
-def _sequence_av1c(seq: bytes) -> bytes | None:
-    """The 4-byte av1C that a reduced still-picture sequence header OBU payload implies (AV1
-    spec 5.5.1 and 5.5.2; the av1C layout of the AV1-ISOBMFF binding), None for any other."""
+@dataclass(frozen=True)
+class _ColorConfig:
+    """A reduced still-picture sequence header's fields from its level to its colour config."""
+
+    profile: int
+    level: int
+    tools: int  # 6 flags: 128x128 superblock, filter intra, edge filter, superres, cdef, lr
+    high: int
+    twelve: int
+    mono: int
+    colors: tuple[int, int, int]  # primaries, transfer, matrix ((2, 2, 2): not described)
+    described: int  # color_description_present_flag
+    color_range: int
+    sub_x: int
+    sub_y: int
+    position: int
+    separate_uv_delta_q: int
+
+
+def _color_config(seq: bytes) -> _ColorConfig | None:
+    """The fields of a reduced still-picture sequence header OBU payload (AV1 spec 5.5.1 and
+    5.5.2) up to its colour config, None for any other header; ValueError if it ends early."""
     b = _Bits(seq)
     profile = b.f(3)
     if b.f(1) != 1 or b.f(1) != 1 or profile > 2:  # still_picture, reduced_still_picture_header
@@ -220,18 +239,19 @@ def _sequence_av1c(seq: bytes) -> bytes | None:
     level = b.f(5)
     wbits, hbits = b.f(4) + 1, b.f(4) + 1
     b.f(wbits), b.f(hbits)  # max frame size
-    b.f(3), b.f(3)  # 128x128 superblock, filter intra, edge filter; superres, cdef, restoration
+    tools = b.f(6)
     high = b.f(1)
     twelve = b.f(1) if profile == 2 and high else 0
     mono = 0 if profile == 1 else b.f(1)
-    primaries, transfer, matrix = (b.f(8), b.f(8), b.f(8)) if b.f(1) else (2, 2, 2)
+    described = b.f(1)
+    colors = (b.f(8), b.f(8), b.f(8)) if described else (2, 2, 2)
     position = 0
     if mono:
-        sub_x = sub_y = 1
-    elif (primaries, transfer, matrix) == (1, 13, 0):  # sRGB in identity matrix: 4:4:4
-        sub_x = sub_y = 0
+        color_range, sub_x, sub_y = b.f(1), 1, 1
+    elif colors == (1, 13, 0):  # sRGB in identity matrix: 4:4:4
+        color_range, sub_x, sub_y = 1, 0, 0
     else:
-        b.f(1)  # color_range
+        color_range = b.f(1)
         if profile == 0:
             sub_x = sub_y = 1
         elif profile == 1:
@@ -243,8 +263,21 @@ def _sequence_av1c(seq: bytes) -> bytes | None:
             sub_x, sub_y = 1, 0
         if sub_x and sub_y:
             position = b.f(2)
-    flags = high << 6 | twelve << 5 | mono << 4 | sub_x << 3 | sub_y << 2 | position
-    return bytes([0x81, profile << 5 | level, flags, 0])
+    separate = 0 if mono else b.f(1)
+    return _ColorConfig(
+        profile, level, tools, high, twelve, mono, colors, described, color_range, sub_x,
+        sub_y, position, separate,
+    )  # fmt: skip
+
+
+def _sequence_av1c(seq: bytes) -> bytes | None:
+    """The 4-byte av1C that a reduced still-picture sequence header OBU payload implies (the
+    av1C layout of the AV1-ISOBMFF binding), None for any other."""
+    c = _color_config(seq)
+    if c is None:
+        return None
+    flags = c.high << 6 | c.twelve << 5 | c.mono << 4 | c.sub_x << 3 | c.sub_y << 2 | c.position
+    return bytes([0x81, c.profile << 5 | c.level, flags, 0])
 
 
 def av1c_of(av1: bytes) -> bytes | None:
@@ -345,21 +378,12 @@ def sequence_payload(fields: SequenceFields, width: int, height: int) -> bytes:
 def _fields_of(seq: bytes) -> SequenceFields | None:
     """The variable fields of a sequence header payload of the fixed form, None for another
     (whether it is that form exactly, ``terse_payload`` checks by rebuilding it)."""
-    b = _Bits(seq)
-    profile = b.f(3)
-    if profile > 1 or b.f(2) != 0b11:
+    c = _color_config(seq)
+    if c is None or c.profile > 1 or c.high or c.mono or not c.described or c.colors != _NCLX:
         return None
-    level = b.f(5)
-    wbits, hbits = b.f(4) + 1, b.f(4) + 1
-    b.f(wbits), b.f(hbits)
-    tools = b.f(6)
-    if b.f(1) or (profile != 1 and b.f(1)) or not b.f(1):  # 8 bits, colour, description
-        return None
-    if (b.f(8), b.f(8), b.f(8)) != _NCLX:
-        return None
-    color_range = b.f(1)
-    position = b.f(2) if profile == 0 else 0
-    return SequenceFields(profile, level, tools, color_range, position, b.f(1))
+    return SequenceFields(
+        c.profile, c.level, c.tools, c.color_range, c.position, c.separate_uv_delta_q
+    )
 
 
 def _obu(header: int, payload: bytes) -> bytes:
@@ -368,22 +392,25 @@ def _obu(header: int, payload: bytes) -> bytes:
 
 
 def terse_payload(av1c: bytes, av1: bytes, width: int, height: int) -> bytes | None:
-    """Version 4's payload of the bare parts when the decoder rebuilds them exactly (the
-    temporal delimiter, a sequence header of the fixed form, one frame OBU, the av1C that
-    follows), else None."""
-    seq = _sequence_header(av1)
-    if seq is None or not av1.startswith(_TEMPORAL_DELIMITER) or av1c_of(av1) != av1c:
-        return None
+    """Version 4's payload of the bare parts when the decoder rebuilds them exactly (version
+    3's conditions, a sequence header of the fixed form, one frame OBU), else None."""
+    compact = compact_payload(av1c, av1)
+    return None if compact is None else _tersed(compact, width, height)
+
+
+def _tersed(compact: bytes, width: int, height: int) -> bytes | None:
+    """A version-3 payload as version 4, None where ``_untersed`` would not give it back."""
+    seq = _sequence_header(compact[1:])
     try:
-        fields = _fields_of(seq)
+        fields = None if seq is None else _fields_of(seq)
     except ValueError:
         return None
     if fields is None or max(_size_bits(width), _size_bits(height)) > 16:
         return None
-    head = _TEMPORAL_DELIMITER + _obu(_SEQUENCE_OBU, sequence_payload(fields, width, height))
-    if not av1.startswith(head) or len(av1) <= len(head) + 1:
+    head = _obu(_SEQUENCE_OBU, sequence_payload(fields, width, height))
+    frame = compact[1 + len(head) :]
+    if compact[1 : 1 + len(head)] != head or len(frame) < 2:
         return None
-    frame = av1[len(head) :]
     try:
         start = _leb128(frame, 1)[1]
     except ValueError:
@@ -647,13 +674,10 @@ class AvifBackend(ResidualBackend):
         parts = split_avif(avif, width, height)
         if parts is None:
             return bytes([_VERSION_FILE, _SCALE_NUM, _SCALE_DEN, _OFFSET]) + avif
-        terse = terse_payload(*parts, width, height)
-        if terse is not None:
-            return terse
         compact = compact_payload(*parts)
-        if compact is not None:
-            return compact
-        return bytes([_VERSION_BARE, _SCALE_NUM, _SCALE_DEN, _OFFSET]) + b"".join(parts)
+        if compact is None:
+            return bytes([_VERSION_BARE, _SCALE_NUM, _SCALE_DEN, _OFFSET]) + b"".join(parts)
+        return _tersed(compact, width, height) or compact
 
     def decode(self, data: bytes, height: int, width: int) -> np.ndarray:
         """Decode and invert the 8-bit mapping; CorruptData if the AVIF is not what we expect."""
