@@ -17,6 +17,7 @@ from semcodec.format.residual import (
 from semcodec.format.residual_avif import (
     SequenceFields,
     as_bare,
+    av1_still_size,
     av1c_of,
     chroma_layout,
     compact_payload,
@@ -276,6 +277,23 @@ def test_terse_form_only_where_it_rebuilds_exactly() -> None:
     assert terse_payload(av1c, av1[:seq_end] + longer, 56, 40) is None
     with pytest.raises(CorruptData):
         b.decode(b"\x04\x00", 40, 56)
+
+
+def test_obu_sizes_are_read_in_any_form_av1_allows() -> None:
+    """AV1's leb128 may take up to 8 bytes (spec 4.10.5): a sequence header whose size field
+    is padded to 8 bytes still gives its av1C and frame size; the payloads' own varints stay
+    at 5 bytes."""
+    b = get_backend("avif")
+    bare = as_bare(b.encode(_residual(40, 56, seed=4), 50), 56, 40)
+    av1c, av1 = bare[4:8], bare[8:]
+    assert av1[2] == 0x0A and av1[3] < 0x80  # the sequence header, a 1-byte size
+    padded = av1[:3] + bytes([av1[3] | 0x80] + [0x80] * 6 + [0]) + av1[4:]
+    assert av1c_of(padded) == av1c and av1_still_size(padded) == (56, 40)
+    assert av1c_of(av1[:3] + b"\x80" * 8 + av1[4:]) is None  # a size longer than 8 bytes
+    eight = bytes([0x85] + [0x80] * 6 + [0])
+    assert get_varint(eight, 0, 8) == (5, 8)
+    with pytest.raises(CorruptData, match="overlong"):
+        get_varint(eight, 0)
 
 
 def test_avif_split_refuses_a_layout_it_cannot_rebuild() -> None:

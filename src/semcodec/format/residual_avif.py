@@ -58,7 +58,7 @@ from semcodec.format.residual import (
     check_size,
     plus_prediction,
 )
-from semcodec.format.varint import put_varint
+from semcodec.format.varint import get_varint, put_varint
 
 __all__ = ["AvifBackend"]
 
@@ -131,18 +131,12 @@ def wrap_av1(width: int, height: int, av1c: bytes, av1: bytes) -> bytes:
     return ftyp + meta + struct.pack(">I4s", 8 + len(av1), b"mdat") + av1
 
 
-def _leb128(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned LEB128 value and the position after it (AV1 OBU sizes)."""
-    value = 0
-    for i in range(8):
-        if pos >= len(data):
-            raise ValueError("truncated leb128")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << (7 * i)
-        if not byte & 0x80:
-            return value, pos
-    raise ValueError("leb128 too long")
+_LEB128_BYTES = 8  # the longest leb128 AV1 allows (spec 4.10.5)
+
+
+def _obu_size(data: bytes, pos: int) -> tuple[int, int]:
+    """An OBU's size field at ``pos`` and the position after it; CorruptData past the end."""
+    return get_varint(data, pos, _LEB128_BYTES)
 
 
 class _Bits:
@@ -174,13 +168,13 @@ def _sequence_header(av1: bytes) -> bytes | None:
             pos += 2 if obu_header & 0x04 else 1  # extension byte
             if not obu_header & 0x02:  # no size field: not what libavif writes
                 return None
-            size, pos = _leb128(av1, pos)
+            size, pos = _obu_size(av1, pos)
             if obu_type == 1:
                 return av1[pos : pos + size]
             if obu_type != 2:  # only a temporal delimiter may come first
                 return None
             pos += size
-    except ValueError:
+    except CorruptData:
         return None
     return None
 
@@ -405,15 +399,15 @@ def _tersed(compact: bytes, width: int, height: int) -> bytes | None:
         fields = None if seq is None else _fields_of(seq)
     except ValueError:
         return None
-    if fields is None or max(_size_bits(width), _size_bits(height)) > 16:
-        return None
-    head = _obu(_SEQUENCE_OBU, sequence_payload(fields, width, height))
-    frame = compact[1 + len(head) :]
-    if compact[1 : 1 + len(head)] != head or len(frame) < 2:
+    if fields is None:
         return None
     try:
-        start = _leb128(frame, 1)[1]
-    except ValueError:
+        head = _obu(_SEQUENCE_OBU, sequence_payload(fields, width, height))
+        frame = compact[1 + len(head) :]
+        if compact[1 : 1 + len(head)] != head or len(frame) < 2:
+            return None
+        start = _obu_size(frame, 1)[1]
+    except CorruptData:  # a size beyond AV1's frame, or a frame OBU cut inside its size
         return None
     payload = frame[start:]
     if _obu(_FRAME_OBU, payload) != frame:  # the header, and a size that is the rest's
@@ -421,11 +415,17 @@ def _tersed(compact: bytes, width: int, height: int) -> bytes | None:
     return bytes([_VERSION_TERSE]) + fields.pack() + payload
 
 
-def _untersed(payload: bytes, width: int, height: int) -> bytes:
-    """A version-4 payload as the version-3 payload it stands for."""
+def _terse_fields(payload: bytes) -> SequenceFields:
+    """The sequence header's fields of a version-4 payload; CorruptData if it has no frame
+    after them or they contradict each other."""
     if len(payload) <= 1 + _FIELDS:
         raise CorruptData("avif residual: payload too short")
-    fields = SequenceFields.unpack(payload[1 : 1 + _FIELDS])
+    return SequenceFields.unpack(payload[1 : 1 + _FIELDS])
+
+
+def _untersed(payload: bytes, width: int, height: int) -> bytes:
+    """A version-4 payload as the version-3 payload it stands for."""
+    fields = _terse_fields(payload)
     seq = _obu(_SEQUENCE_OBU, sequence_payload(fields, width, height))
     return bytes([_VERSION_COMPACT]) + seq + _obu(_FRAME_OBU, payload[1 + _FIELDS :])
 
@@ -477,7 +477,7 @@ def chroma_layout(payload: bytes) -> str | None:
     if payload[:1] == bytes([_VERSION_TERSE]):
         if len(payload) <= 1 + _FIELDS:
             return None
-        return "4:4:4" if SequenceFields.unpack(payload[1 : 1 + _FIELDS]).profile else "4:2:0"
+        return "4:4:4" if _terse_fields(payload).profile else "4:2:0"
     try:
         data = _uncompacted(bytes(payload))
     except CorruptData:

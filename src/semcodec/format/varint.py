@@ -1,5 +1,6 @@
-"""Unsigned LEB128 varints: the word counts of the entropy payloads and the sizes and lengths
-of the container's version-5 header (which reads its own, stricter form: container.py)."""
+"""Unsigned LEB128 varints: the word counts of the entropy payloads, the sizes and lengths
+of the container's version-5 header (which reads its own, stricter form: container.py) and the
+OBU sizes of the AVIF residual's AV1 data."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ def put_varint(v: int) -> bytes:
             return bytes(out)
 
 
-def get_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Read a LEB128 varint of at most 5 bytes; CorruptData if truncated or overlong."""
+def get_varint(data: bytes, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+    """Read a LEB128 varint of at most ``max_bytes`` bytes (5: a u32; AV1's OBU sizes may take
+    8); CorruptData if truncated or overlong."""
     v = 0
-    for i in range(5):
+    for i in range(max_bytes):
         if pos + i >= len(data):
             raise CorruptData("truncated varint")
         b = data[pos + i]
