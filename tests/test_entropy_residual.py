@@ -256,6 +256,9 @@ def test_avif_terse_form_is_the_compact_form_less_its_obu_headers(
     assert terse_payload(bare[4:8], bare[8:], w, h) == data
     np.testing.assert_array_equal(b.decode(data, h, w), b.decode(bare, h, w))
     assert chroma_layout(data) == layout
+    if layout == "4:4:4":  # fields a 4:4:4 header cannot have: no readable layout, as in version 3
+        assert chroma_layout(data[:2] + bytes([data[2] | 1]) + data[3:]) is None
+        assert chroma_layout(compact[:1] + b"\x0a\x00" + compact[3:]) is None
 
 
 def test_terse_form_only_where_it_rebuilds_exactly() -> None:

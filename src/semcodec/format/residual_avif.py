@@ -475,9 +475,10 @@ def chroma_layout(payload: bytes) -> str | None:
     """The chroma subsampling an AVIF residual payload records ('4:4:4', '4:2:0', ...), read
     from its av1C bytes without decoding; None if the payload has no readable av1C."""
     if payload[:1] == bytes([_VERSION_TERSE]):
-        if len(payload) <= 1 + _FIELDS:
+        try:
+            return "4:4:4" if _terse_fields(payload).profile else "4:2:0"
+        except CorruptData:
             return None
-        return "4:4:4" if _terse_fields(payload).profile else "4:2:0"
     try:
         data = _uncompacted(bytes(payload))
     except CorruptData:
